@@ -1,0 +1,275 @@
+//! Benchmark (not a test): the same small handler — validate a 5-field object, reshape it, return it —
+//! natively in Rust and in the sandbox with fresh isolation per call, on 1 and 2 threads.
+//!
+//! Run with `cargo bench -p parley-sandbox --bench handler`. Prints median and p99 latency, calls/s,
+//! peak RSS and the sandbox/native ratio. Optional knobs (for experiments, read here only):
+//! `BENCH_CALLS` (per thread, default 20000), `BENCH_KEEP_RESIDENT` (bytes), `BENCH_THREADS` (only
+//! this thread count), `BENCH_SKIP_ASYNC=1`, `BENCH_TRIVIAL=1` (publish `handle(r) { return 1 }` instead,
+//! to see the fixed per-call cost; the native comparison is then meaningless).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parley_sandbox::{Grants, NoCapabilities, Sandbox, SandboxConfig};
+use serde_json::{Value, json};
+
+const HANDLER: &str = r#"
+const REQUIRED = ["id", "name", "email", "age", "tags"];
+function handle(req) {
+  for (const field of REQUIRED) {
+    if (!(field in req)) throw new Error("missing field " + field);
+  }
+  if (typeof req.id !== "number" || typeof req.name !== "string" ||
+      typeof req.email !== "string" || !req.email.includes("@") ||
+      typeof req.age !== "number" || !Array.isArray(req.tags)) {
+    throw new TypeError("a field has the wrong type");
+  }
+  return {
+    userId: req.id,
+    displayName: req.name.toUpperCase(),
+    contact: { email: req.email.toLowerCase() },
+    adult: req.age >= 18,
+    tags: req.tags.map((t) => String(t)),
+    tagCount: req.tags.length,
+  };
+}
+"#;
+
+const TRIVIAL: &str = "function handle(request) { return 1; }";
+
+fn input() -> Value {
+    json!({
+        "id": 4711,
+        "name": "Ada Lovelace",
+        "email": "Ada@Example.org",
+        "age": 36,
+        "tags": ["math", "engines", "poetry"],
+    })
+}
+
+/// The same handler in Rust, from `Value` to `Value` like the sandbox.
+fn native(req: &Value) -> Result<Value, String> {
+    for field in ["id", "name", "email", "age", "tags"] {
+        if req.get(field).is_none() {
+            return Err(format!("missing field {field}"));
+        }
+    }
+    let (Some(_), Some(name), Some(email), Some(age), Some(tags)) = (
+        req["id"].as_f64(),
+        req["name"].as_str(),
+        req["email"].as_str(),
+        req["age"].as_f64(),
+        req["tags"].as_array(),
+    ) else {
+        return Err("a field has the wrong type".to_string());
+    };
+    if !email.contains('@') {
+        return Err("a field has the wrong type".to_string());
+    }
+    let tags: Vec<Value> = tags
+        .iter()
+        .map(|t| match t {
+            Value::String(s) => Value::String(s.clone()),
+            other => Value::String(other.to_string()),
+        })
+        .collect();
+    Ok(json!({
+        "userId": req["id"].clone(),
+        "displayName": name.to_uppercase(),
+        "contact": { "email": email.to_lowercase() },
+        "adult": age >= 18.0,
+        "tagCount": tags.len(),
+        "tags": tags,
+    }))
+}
+
+struct Row {
+    name: String,
+    threads: usize,
+    median: Duration,
+    p99: Duration,
+    calls_per_sec: f64,
+    /// On-CPU time per call (from the threads' schedstat), which unlike wall time is not inflated when
+    /// other processes on a shared machine take the cores.
+    cpu_per_call: Duration,
+    peak_rss_mib: f64,
+}
+
+/// Nanoseconds the calling thread has spent on a CPU (first field of /proc/thread-self/schedstat).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmHWM:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Runs `calls` calls of `f` on each of `threads` threads and measures each call.
+fn measure<F>(name: &str, threads: usize, calls: usize, f: F) -> Row
+where
+    F: Fn() + Send + Sync + 'static,
+{
+    let f = Arc::new(f);
+    for _ in 0..500 {
+        f();
+    }
+    let barrier = Arc::new(std::sync::Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let f = Arc::clone(&f);
+            let barrier = Arc::clone(&barrier);
+            std::thread::Builder::new()
+                .stack_size(8 * 1024 * 1024)
+                .spawn(move || {
+                    let mut latencies = Vec::with_capacity(calls);
+                    barrier.wait();
+                    let cpu_before = thread_cpu_ns();
+                    for _ in 0..calls {
+                        let started = Instant::now();
+                        f();
+                        latencies.push(started.elapsed());
+                    }
+                    (latencies, thread_cpu_ns().saturating_sub(cpu_before))
+                })
+                .expect("spawn a bench thread")
+        })
+        .collect();
+    barrier.wait();
+    let started = Instant::now();
+    let mut latencies: Vec<Duration> = Vec::with_capacity(calls * threads);
+    let mut cpu_ns = 0;
+    for handle in handles {
+        let (thread_latencies, thread_cpu) = handle.join().expect("bench thread");
+        latencies.extend(thread_latencies);
+        cpu_ns += thread_cpu;
+    }
+    let wall = started.elapsed();
+    latencies.sort();
+    Row {
+        name: name.to_string(),
+        threads,
+        median: latencies[latencies.len() / 2],
+        p99: latencies[latencies.len() * 99 / 100],
+        calls_per_sec: latencies.len() as f64 / wall.as_secs_f64(),
+        cpu_per_call: Duration::from_nanos(cpu_ns / latencies.len() as u64),
+        peak_rss_mib: peak_rss_mib(),
+    }
+}
+
+fn main() {
+    let calls: usize = std::env::var("BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let mut config = SandboxConfig::default();
+    if let Some(bytes) = std::env::var("BENCH_KEEP_RESIDENT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.pool_keep_resident_bytes = bytes;
+    }
+    let trivial = std::env::var("BENCH_TRIVIAL").is_ok_and(|v| v == "1");
+    let sandbox = Sandbox::new(config).expect("default config is valid");
+    let started = Instant::now();
+    let handler = sandbox
+        .publish(if trivial { TRIVIAL } else { HANDLER })
+        .expect("the bench handler publishes");
+    let publish_time = started.elapsed();
+
+    let input = input();
+    let expected = native(&input).expect("valid input");
+    let got = sandbox
+        .call_blocking(&handler, &input, &Grants::none(), Arc::new(NoCapabilities))
+        .expect("the sandbox runs the handler")
+        .output;
+    if !trivial {
+        assert_eq!(got, expected, "sandbox and native disagree");
+    }
+
+    let mut rows = Vec::new();
+    let only_threads: Option<usize> = std::env::var("BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    for threads in [1, 2]
+        .into_iter()
+        .filter(|t| only_threads.is_none_or(|o| o == *t))
+    {
+        let native_input = input.clone();
+        rows.push(measure("native", threads, calls, move || {
+            std::hint::black_box(native(std::hint::black_box(&native_input)).ok());
+        }));
+        let (sandbox, handler, input) = (sandbox.clone(), handler.clone(), input.clone());
+        let host: Arc<dyn parley_sandbox::CapabilityHost> = Arc::new(NoCapabilities);
+        let grants = Grants::none();
+        rows.push(measure("sandbox", threads, calls, move || {
+            let output = sandbox
+                .call_blocking(&handler, &input, &grants, Arc::clone(&host))
+                .expect("call succeeds");
+            std::hint::black_box(output);
+        }));
+    }
+
+    // The async API (hand-off to a sandbox worker thread) from one tokio task, for reference.
+    let skip_async = std::env::var("BENCH_SKIP_ASYNC").is_ok_and(|v| v == "1");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if !skip_async {
+        let (sandbox, handler, input) = (sandbox.clone(), handler.clone(), input.clone());
+        let runtime = Arc::new(runtime);
+        rows.push(measure("sandbox async", 1, calls / 2, move || {
+            let output = runtime.block_on(sandbox.call(
+                &handler,
+                &input,
+                &Grants::none(),
+                Arc::new(NoCapabilities),
+            ));
+            std::hint::black_box(output.expect("call succeeds"));
+        }));
+    }
+
+    println!();
+    println!(
+        "handler: validate 5 fields, reshape, return; {calls} calls per thread; publish took {publish_time:.2?}"
+    );
+    println!(
+        "{:<15} {:>7} {:>12} {:>12} {:>12} {:>12} {:>14} {:>10}",
+        "mode", "threads", "median", "p99", "calls/s", "CPU/call", "peak RSS MiB", "ratio"
+    );
+    for row in &rows {
+        let native_median = rows
+            .iter()
+            .find(|r| r.name == "native" && r.threads == row.threads)
+            .map_or(row.median, |r| r.median);
+        println!(
+            "{:<15} {:>7} {:>12.2?} {:>12.2?} {:>12.0} {:>12} {:>14.1} {:>9.0}x",
+            row.name,
+            row.threads,
+            row.median,
+            row.p99,
+            row.calls_per_sec,
+            // The async row's work happens on a sandbox worker, not the measured thread.
+            if row.name.contains("async") {
+                "-".to_string()
+            } else {
+                format!("{:.2?}", row.cpu_per_call)
+            },
+            row.peak_rss_mib,
+            row.median.as_secs_f64() / native_median.as_secs_f64().max(1e-9),
+        );
+    }
+}

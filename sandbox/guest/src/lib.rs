@@ -1,0 +1,282 @@
+//! Parley's JavaScript runtime guest: QuickJS (through `rquickjs`) compiled for `wasm32-wasip1`.
+//!
+//! The host (crate `parley-sandbox`) drives this module through a tiny ABI, documented in
+//! `sandbox/ABI.md`:
+//!
+//! * `parley_alloc(len) -> ptr` hands the host a buffer to write into (the handler source, the input);
+//! * `parley_load(ptr, len) -> status` evaluates the prelude and the handler source. The host calls it
+//!   once, at publish time, and then snapshots the whole instance with wizer;
+//! * `parley_run(ptr, len)` runs `handle(JSON.parse(input))` in a fresh instance of that snapshot and
+//!   reports the outcome through the `parley.output` import.
+//!
+//! Imports (module `parley`): `host_call`, `host_take`, `log`, `output`. WASI preview 1 imports are only
+//! those wasi-libc and Rust's std pull in; the host implements them itself with no ambient authority.
+//!
+//! Invariant: this module is single-threaded and each instance serves exactly one call, so the global
+//! state below is never shared between two requests.
+
+use std::cell::RefCell;
+
+use rquickjs::{Array, Context, Ctx, Function, Persistent, Runtime, Value};
+
+/// Outcome kinds reported through `parley.output`; mirrored by `OutcomeKind` on the host side.
+mod kind {
+    pub const THREW: u32 = 1;
+    pub const INVALID_HANDLER: u32 = 4;
+    pub const INTERNAL: u32 = 6;
+}
+
+#[link(wasm_import_module = "parley")]
+unsafe extern "C" {
+    /// Asks the host to run a capability. Returns `n >= 0` on success (a JSON result of `n` bytes is
+    /// waiting) or `n < 0` on failure (an error message of `-n - 1` bytes is waiting). A refused
+    /// capability or oversized arguments never return: the host ends the call.
+    fn host_call(name_ptr: *const u8, name_len: u32, args_ptr: *const u8, args_len: u32) -> i32;
+    /// Copies the waiting result or error message (of the length `host_call` announced) to `dst`.
+    fn host_take(dst: *mut u8);
+    /// Appends one log line (level 0 info, 1 warn, 2 error).
+    fn log(level: u32, ptr: *const u8, len: u32);
+    /// Reports the call's outcome; called exactly once per `parley_run` / failed `parley_load`.
+    fn output(kind: u32, ptr: *const u8, len: u32);
+}
+
+struct Loaded {
+    runtime: Runtime,
+    context: Context,
+    run: Persistent<Function<'static>>,
+    settled: Persistent<Function<'static>>,
+}
+
+thread_local! {
+    static LOADED: RefCell<Option<Loaded>> = const { RefCell::new(None) };
+}
+
+/// Bytes a call may allocate beyond the snapshot's heap before QuickJS's cycle collector runs.
+const GC_HEADROOM: usize = 8 * 1024 * 1024;
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// QuickJS's own recursion guard; the shadow stack (see .cargo/config.toml) is twice this size so the
+/// guard fires first and surfaces as a catchable JS error instead of memory corruption.
+const JS_MAX_STACK: usize = 1024 * 1024;
+
+fn report(kind: u32, text: &str) {
+    // SAFETY: the pointer and length describe a live, initialised byte slice.
+    unsafe { output(kind, text.as_ptr(), text.len() as u32) }
+}
+
+/// Allocates `len` bytes for the host to fill. The buffer is leaked on purpose: the instance lives for
+/// one call only, and its whole memory is dropped with it.
+#[unsafe(no_mangle)]
+pub extern "C" fn parley_alloc(len: u32) -> *mut u8 {
+    let mut buffer = Vec::<u8>::with_capacity(len as usize);
+    let ptr = buffer.as_mut_ptr();
+    std::mem::forget(buffer);
+    ptr
+}
+
+fn bytes_from_host<'a>(ptr: *const u8, len: u32) -> &'a [u8] {
+    // SAFETY: the host wrote exactly `len` bytes at `ptr`, a buffer it got from `parley_alloc(len)`.
+    unsafe { std::slice::from_raw_parts(ptr, len as usize) }
+}
+
+fn describe_exception(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
+    if let rquickjs::Error::Exception = error {
+        let value = ctx.catch();
+        if let Some(exception) = value.as_exception() {
+            let name: String = exception
+                .get("name")
+                .unwrap_or_else(|_| "Error".to_string());
+            let message = match exception.message() {
+                Some(message) if !message.is_empty() => format!("{name}: {message}"),
+                _ => name,
+            };
+            return match exception.stack() {
+                Some(stack) if !stack.is_empty() => format!("{message}\n{stack}"),
+                _ => message,
+            };
+        }
+        return match value.as_string().and_then(|s| s.to_string().ok()) {
+            Some(text) => text,
+            None => format!("{value:?}"),
+        };
+    }
+    error.to_string()
+}
+
+fn native_call<'js>(ctx: Ctx<'js>, name: String, args: String) -> rquickjs::Result<Array<'js>> {
+    // SAFETY: pointers and lengths describe live Rust strings; `host_take` writes exactly the length
+    // `host_call` announced into a buffer of that capacity.
+    unsafe {
+        let n = host_call(
+            name.as_ptr(),
+            name.len() as u32,
+            args.as_ptr(),
+            args.len() as u32,
+        );
+        let (ok, len) = if n >= 0 {
+            (true, n as usize)
+        } else {
+            (false, (-(n + 1)) as usize)
+        };
+        let mut buffer = Vec::<u8>::with_capacity(len);
+        host_take(buffer.as_mut_ptr());
+        buffer.set_len(len);
+        // The host only ever sends UTF-8 (serde_json output or a Rust String).
+        let text = String::from_utf8_lossy(&buffer).into_owned();
+        let reply = Array::new(ctx)?;
+        reply.set(0, ok)?;
+        reply.set(1, text)?;
+        Ok(reply)
+    }
+}
+
+fn native_log(level: u32, line: String) {
+    // SAFETY: the pointer and length describe a live Rust string.
+    unsafe { log(level, line.as_ptr(), line.len() as u32) }
+}
+
+fn load(source: &str) -> Result<Loaded, (u32, String)> {
+    let internal = |e: rquickjs::Error| (kind::INTERNAL, e.to_string());
+    let runtime = Runtime::new().map_err(internal)?;
+    runtime.set_max_stack_size(JS_MAX_STACK);
+    let context = Context::full(&runtime).map_err(internal)?;
+    let (run, settled) = context.with(|ctx| -> Result<_, (u32, String)> {
+        let prelude: Function = ctx
+            .eval(PRELUDE)
+            .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
+        let call = Function::new(ctx.clone(), native_call).map_err(internal)?;
+        let log = Function::new(ctx.clone(), native_log).map_err(internal)?;
+        let driver: Function = prelude
+            .call((call, log))
+            .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
+
+        let mut options = rquickjs::context::EvalOptions::default();
+        options.global = true;
+        options.strict = false;
+        options.filename = Some("handler.js".to_string());
+        ctx.eval_with_options::<Value, _>(source, options)
+            .map_err(|e| (kind::INVALID_HANDLER, describe_exception(&ctx, e)))?;
+        let handle: Value = ctx
+            .globals()
+            .get("handle")
+            .map_err(|e| (kind::INVALID_HANDLER, describe_exception(&ctx, e)))?;
+        let Some(handle) = handle.into_function() else {
+            return Err((
+                kind::INVALID_HANDLER,
+                "the handler source must define a function `handle(request)`".to_string(),
+            ));
+        };
+        let pair: Array = driver
+            .call((handle,))
+            .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
+        let run: Function = pair.get(0).map_err(internal)?;
+        let settled: Function = pair.get(1).map_err(internal)?;
+        Ok((Persistent::save(&ctx, run), Persistent::save(&ctx, settled)))
+    })?;
+    // Collect the garbage of evaluation now so it is not part of every call's copy-on-write image.
+    runtime.run_gc();
+    // QuickJS frees most garbage by reference counting; its tracing GC only finds cycles, and when it
+    // runs it writes to every object's header, i.e. dirties every heap page of the snapshot, which the
+    // host must then reset after the call. A call is short-lived and its memory is thrown away, so
+    // only trace once a call has allocated a lot more than the snapshot holds.
+    let snapshot_heap = usize::try_from(runtime.memory_usage().malloc_size).unwrap_or(0);
+    runtime.set_gc_threshold(snapshot_heap + GC_HEADROOM);
+    Ok(Loaded {
+        runtime,
+        context,
+        run,
+        settled,
+    })
+}
+
+/// Evaluates the prelude and the handler source. Returns 0 on success; otherwise reports the reason
+/// through `parley.output` and returns 1.
+#[unsafe(no_mangle)]
+pub extern "C" fn parley_load(ptr: *const u8, len: u32) -> u32 {
+    let source = match std::str::from_utf8(bytes_from_host(ptr, len)) {
+        Ok(source) => source,
+        Err(_) => {
+            report(kind::INVALID_HANDLER, "the handler source is not UTF-8");
+            return 1;
+        }
+    };
+    match load(source) {
+        Ok(loaded) => {
+            LOADED.with(|cell| *cell.borrow_mut() = Some(loaded));
+            0
+        }
+        Err((kind, message)) => {
+            report(kind, &message);
+            1
+        }
+    }
+}
+
+fn report_pair(ctx: &Ctx<'_>, result: rquickjs::Result<Value<'_>>) -> bool {
+    match result {
+        Ok(value) => match value.as_array() {
+            Some(pair) => {
+                let kind: u32 = pair.get(0).unwrap_or(kind::INTERNAL);
+                let text: String = pair.get(1).unwrap_or_default();
+                report(kind, &text);
+                true
+            }
+            None => false,
+        },
+        Err(error) => {
+            let message = describe_exception(ctx, error);
+            report(kind::THREW, &message);
+            true
+        }
+    }
+}
+
+/// Runs the handler on the JSON input at `ptr..ptr+len` and reports the outcome.
+#[unsafe(no_mangle)]
+pub extern "C" fn parley_run(ptr: *const u8, len: u32) {
+    LOADED.with(|cell| {
+        let borrowed = cell.borrow();
+        let Some(loaded) = borrowed.as_ref() else {
+            report(kind::INTERNAL, "no handler is loaded");
+            return;
+        };
+        let input = String::from_utf8_lossy(bytes_from_host(ptr, len));
+        let reported = loaded.context.with(|ctx| {
+            let run = match loaded.run.clone().restore(&ctx) {
+                Ok(run) => run,
+                Err(error) => {
+                    report(kind::INTERNAL, &error.to_string());
+                    return true;
+                }
+            };
+            report_pair(&ctx, run.call::<_, Value>((input.as_ref(),)))
+        });
+        if reported {
+            return;
+        }
+        // The handler returned a promise: drain the job queue (microtasks only; there are no timers),
+        // then ask the driver how it settled.
+        loop {
+            match loaded.runtime.execute_pending_job() {
+                Ok(true) => continue,
+                Ok(false) => break,
+                // A job threw: the driver's own reaction records handler rejections, so an exception
+                // here is from a job the handler queued itself; keep draining.
+                Err(_) => continue,
+            }
+        }
+        let reported = loaded
+            .context
+            .with(|ctx| match loaded.settled.clone().restore(&ctx) {
+                Ok(settled) => report_pair(&ctx, settled.call::<_, Value>(())),
+                Err(error) => {
+                    report(kind::INTERNAL, &error.to_string());
+                    true
+                }
+            });
+        if !reported {
+            report(kind::INTERNAL, "the driver returned no outcome");
+        }
+    });
+}

@@ -1,0 +1,208 @@
+//! One call: a fresh `Store` and instance, the input in, the outcome out.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::{Engine, Store, Trap};
+
+use crate::config::SandboxConfig;
+use crate::engine::EPOCH_TICK;
+use crate::error::SandboxError;
+use crate::host::{CallLimits, CallState, Phase, kind};
+use crate::{CallOutput, CallReport, CapabilityHost, Grants, Handler, SandboxInner};
+
+/// Serialises the input once, before any work, and enforces the input cap.
+pub(crate) fn serialize_input(
+    config: &SandboxConfig,
+    input: &serde_json::Value,
+) -> Result<Vec<u8>, SandboxError> {
+    let bytes = serde_json::to_vec(input)
+        .map_err(|e| SandboxError::internal_with("serialising the input", e))?;
+    if bytes.len() as u64 > config.input_bytes {
+        return Err(SandboxError::InputTooLarge {
+            size: bytes.len() as u64,
+            limit: config.input_bytes,
+        });
+    }
+    Ok(bytes)
+}
+
+pub(crate) fn limits(config: &SandboxConfig, deadline_ms: u64) -> CallLimits {
+    CallLimits {
+        memory_bytes: config.memory_bytes,
+        output_bytes: config.output_bytes,
+        log_bytes: config.log_bytes,
+        host_call_args_bytes: config.host_call_args_bytes,
+        host_call_result_bytes: config.host_call_result_bytes,
+        max_host_calls: config.max_host_calls,
+        deadline: Duration::from_millis(deadline_ms),
+    }
+}
+
+/// A new store for one call or one publish, with the memory limiter and the epoch deadline set.
+pub(crate) fn new_store(
+    engine: &Engine,
+    state: CallState,
+    deadline_ms: u64,
+    fuel: Option<u64>,
+) -> Result<Store<CallState>, SandboxError> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    // Round up to whole ticks and add one: the next tick may come right after this line.
+    let tick_ms = EPOCH_TICK.as_millis().max(1) as u64;
+    store.set_epoch_deadline(deadline_ms.div_ceil(tick_ms) + 1);
+    store.epoch_deadline_trap();
+    if let Some(fuel) = fuel {
+        store
+            .set_fuel(fuel)
+            .map_err(|e| SandboxError::wasmtime("setting fuel", e))?;
+    }
+    Ok(store)
+}
+
+/// Turns a failed guest call into the error a caller acts on. A host function's own verdict wins, then
+/// the memory limiter's, then the trap code.
+pub(crate) fn classify(
+    store: &mut Store<CallState>,
+    error: wasmtime::Error,
+    config: &SandboxConfig,
+    deadline_ms: u64,
+) -> SandboxError {
+    let state = store.data_mut();
+    if let Some(fatal) = state.fatal.take() {
+        return fatal;
+    }
+    if state.limiter.memory_exhausted {
+        return SandboxError::OutOfMemory {
+            limit_bytes: config.memory_bytes,
+        };
+    }
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => SandboxError::Timeout { deadline_ms },
+        Some(Trap::OutOfFuel) => SandboxError::FuelExhausted {
+            fuel: config.fuel.unwrap_or_default(),
+        },
+        Some(Trap::StackOverflow) => SandboxError::StackOverflow {
+            message: "the wasm stack is exhausted".to_string(),
+        },
+        _ => SandboxError::wasmtime("the guest trapped", error),
+    }
+}
+
+/// Maps the guest's reported outcome to a result.
+pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Value, SandboxError> {
+    let Some((kind, bytes)) = output else {
+        return Err(SandboxError::internal("the guest reported no outcome"));
+    };
+    let text = || String::from_utf8_lossy(&bytes).into_owned();
+    match kind {
+        kind::OK => serde_json::from_slice(&bytes).map_err(|e| SandboxError::InvalidOutput {
+            message: format!("the runtime produced text that is not JSON: {e}"),
+        }),
+        kind::THREW => Err(SandboxError::HandlerThrew { message: text() }),
+        kind::INVALID_OUTPUT => Err(SandboxError::InvalidOutput { message: text() }),
+        kind::CAPABILITY_FAILED => Err(SandboxError::CapabilityFailed { message: text() }),
+        kind::STACK_OVERFLOW => Err(SandboxError::StackOverflow { message: text() }),
+        kind::INVALID_HANDLER => Err(SandboxError::InvalidHandler { message: text() }),
+        kind::INTERNAL => Err(SandboxError::internal(format!("guest: {}", text()))),
+        other => Err(SandboxError::internal(format!(
+            "the guest reported an unknown outcome kind {other}"
+        ))),
+    }
+}
+
+/// Runs `handler` on the serialised `input` in a fresh instance.
+pub(crate) fn call(
+    sandbox: &SandboxInner,
+    handler: &Handler,
+    input: &[u8],
+    grants: Grants,
+    host: Arc<dyn CapabilityHost>,
+) -> Result<CallOutput, SandboxError> {
+    let report = call_report(sandbox, handler, input, grants, host);
+    report.result.map(|output| CallOutput {
+        output,
+        logs: report.logs,
+        logs_truncated: report.logs_truncated,
+        elapsed: report.elapsed,
+    })
+}
+
+/// Like [`call`], but keeps the logs when the call fails.
+pub(crate) fn call_report(
+    sandbox: &SandboxInner,
+    handler: &Handler,
+    input: &[u8],
+    grants: Grants,
+    host: Arc<dyn CapabilityHost>,
+) -> CallReport {
+    let config = &sandbox.config;
+    let span = tracing::debug_span!("sandbox.call", handler = %handler.hash());
+    let _entered = span.enter();
+    let started = Instant::now();
+    let failed = |error: SandboxError| CallReport {
+        result: Err(error),
+        logs: Vec::new(),
+        logs_truncated: false,
+        elapsed: started.elapsed(),
+    };
+    if !Engine::same(&handler.inner.engine, &sandbox.engine) {
+        return failed(SandboxError::internal(
+            "this handler was published by a different sandbox",
+        ));
+    }
+    let state = CallState::new(
+        Phase::Call,
+        limits(config, config.deadline_ms),
+        grants,
+        host,
+        sandbox.next_seed(),
+    );
+    let mut store = match new_store(&sandbox.engine, state, config.deadline_ms, config.fuel) {
+        Ok(store) => store,
+        Err(error) => return failed(error),
+    };
+    let instance = match handler.inner.pre.instantiate(&mut store) {
+        Ok(instance) => instance,
+        Err(e)
+            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                .is_some() =>
+        {
+            return failed(SandboxError::Overloaded);
+        }
+        Err(e) => return failed(classify(&mut store, e, config, config.deadline_ms)),
+    };
+    let ran = (|| {
+        let alloc = instance.get_typed_func::<u32, u32>(&mut store, "parley_alloc")?;
+        let run = instance.get_typed_func::<(u32, u32), ()>(&mut store, "parley_run")?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?;
+        let len = u32::try_from(input.len())?;
+        let ptr = alloc.call(&mut store, len)?;
+        memory.write(&mut store, ptr as usize, input)?;
+        run.call(&mut store, (ptr, len))
+    })();
+    let trapped = ran
+        .err()
+        .map(|error| classify(&mut store, error, config, config.deadline_ms));
+    // Dropping the store returns the instance's slot to the pool (and resets its memory).
+    let state = store.into_data();
+    let result = match trapped {
+        Some(error) => Err(error),
+        None => outcome(state.output),
+    };
+    if let Err(error) = &result {
+        tracing::debug!(
+            code = error.code(),
+            logs = state.logs.len(),
+            "sandbox.call failed"
+        );
+    }
+    CallReport {
+        result,
+        logs: state.logs,
+        logs_truncated: state.logs_truncated,
+        elapsed: started.elapsed(),
+    }
+}

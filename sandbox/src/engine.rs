@@ -1,0 +1,200 @@
+//! Wasmtime engines, the epoch ticker and the worker threads calls run on.
+
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+};
+
+use crate::config::SandboxConfig;
+use crate::error::SandboxError;
+
+/// One epoch tick. Deadlines are rounded up to whole ticks, plus one.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// Stack of the worker threads beyond the wasm stack itself: room for wasmtime, the host functions and
+/// whatever a `CapabilityHost` does on the same thread.
+const WORKER_HOST_STACK: usize = 4 * 1024 * 1024;
+
+/// The wasm stack while a handler's top-level code runs at publish time. Publishing happens on the
+/// caller's thread (typically tokio's blocking pool, 2 MiB stacks), so keep well inside that.
+const PUBLISH_WASM_STACK: usize = 512 * 1024;
+
+/// The engine that serves calls: pooling allocator with copy-on-write memory images, epoch deadlines,
+/// optionally fuel.
+/// Cranelift's incremental compilation cache, in memory: every handler's snapshot carries the
+/// same QuickJS code and differs only in its data, so after the first handler the functions are
+/// cache hits and publishing a new handler costs a fraction of a full compile.
+#[derive(Debug, Default)]
+struct FunctionCache(std::sync::RwLock<std::collections::HashMap<Vec<u8>, Vec<u8>>>);
+
+impl wasmtime::CacheStore for FunctionCache {
+    fn get(&self, key: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+        let map = self.0.read().ok()?;
+        map.get(key).map(|v| std::borrow::Cow::Owned(v.clone()))
+    }
+
+    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        match self.0.write() {
+            Ok(mut map) => {
+                map.insert(key.to_vec(), value);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_core_instances(config.pool_instances)
+        .total_memories(config.pool_instances)
+        .total_tables(config.pool_instances)
+        .max_memories_per_module(1)
+        .max_tables_per_module(1)
+        .max_memory_size(usize::try_from(config.memory_bytes).unwrap_or(usize::MAX))
+        // See `SandboxConfig::pool_keep_resident_bytes`: memset instead of madvise on slot reuse.
+        .linear_memory_keep_resident(
+            usize::try_from(config.pool_keep_resident_bytes).unwrap_or(usize::MAX),
+        )
+        .table_keep_resident(64 * 1024)
+        // With PAGEMAP_SCAN (Linux 6.7+) only the pages a call actually dirtied are reset by memcpy;
+        // without it the first `keep_resident` bytes are reset wholesale, which for a 2 MiB
+        // stack-first guest is mostly untouched stack. Off by default in wasmtime; `Auto` falls back
+        // where the kernel lacks the ioctl.
+        .pagemap_scan(Enabled::Auto);
+
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(true)
+        .consume_fuel(config.fuel.is_some())
+        .max_wasm_stack(usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX))
+        .cranelift_opt_level(OptLevel::Speed)
+        .parallel_compilation(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    wasm.enable_incremental_compilation(std::sync::Arc::new(FunctionCache::default()))
+        .map_err(|e| SandboxError::wasmtime("enabling incremental compilation", e))?;
+    Engine::new(&wasm).map_err(|e| SandboxError::wasmtime("creating the wasmtime engine", e))
+}
+
+/// The engine that evaluates a handler once so wizer can snapshot it. It compiles the (instrumented)
+/// runtime once per process or cache; its code only ever runs a handler's top-level code, so it favours
+/// compile speed over code quality.
+pub(crate) fn publish_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(true)
+        .max_wasm_stack(
+            PUBLISH_WASM_STACK.min(usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX)),
+        )
+        .cranelift_opt_level(OptLevel::None)
+        .parallel_compilation(true);
+    Engine::new(&wasm).map_err(|e| SandboxError::wasmtime("creating the publish engine", e))
+}
+
+/// A stable digest of everything about `engine` that makes a compiled artifact (in)compatible.
+pub(crate) fn compatibility_digest(engine: &Engine) -> u64 {
+    // `DefaultHasher::new()` is SipHash with fixed keys: stable across runs of the same build, which is
+    // all a cache key needs (a toolchain upgrade at worst causes one recompilation).
+    let mut hasher = std::hash::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Increments the engines' epochs every [`EPOCH_TICK`] until dropped.
+#[derive(Debug)]
+pub(crate) struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Ticker {
+    pub(crate) fn start(engines: Vec<Engine>) -> Result<Self, SandboxError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        thread::Builder::new()
+            .name("sandbox-epoch".to_string())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    thread::sleep(EPOCH_TICK);
+                    for engine in &engines {
+                        engine.increment_epoch();
+                    }
+                }
+            })
+            .map_err(|e| SandboxError::internal_with("starting the epoch thread", e))?;
+        Ok(Ticker { stop })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        // Not joined: the last reference to the sandbox may be dropped on any thread.
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Dedicated threads that run calls, so the async API never blocks a tokio worker and every call has a
+/// stack big enough for the configured wasm stack. Dropping the pool closes the queue; the threads
+/// finish their current job and exit.
+#[derive(Debug)]
+pub(crate) struct Workers {
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+impl Workers {
+    pub(crate) fn start(count: usize, wasm_stack: usize) -> Result<Self, SandboxError> {
+        let (sender, receiver) = mpsc::channel::<Job>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        for index in 0..count {
+            let receiver = Arc::clone(&receiver);
+            thread::Builder::new()
+                .name(format!("sandbox-worker-{index}"))
+                .stack_size(wasm_stack + WORKER_HOST_STACK)
+                .spawn(move || {
+                    loop {
+                        let job = {
+                            let Ok(receiver) = receiver.lock() else {
+                                return;
+                            };
+                            match receiver.recv() {
+                                Ok(job) => job,
+                                Err(_) => return,
+                            }
+                        };
+                        job();
+                    }
+                })
+                .map_err(|e| SandboxError::internal_with("starting a sandbox worker", e))?;
+        }
+        Ok(Workers {
+            queue: Mutex::new(Some(sender)),
+        })
+    }
+
+    /// Queues `job` for the next free worker.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), SandboxError> {
+        let queue = self
+            .queue
+            .lock()
+            .map_err(|_| SandboxError::internal("the worker queue lock is poisoned"))?;
+        match queue.as_ref() {
+            Some(sender) => sender
+                .send(job)
+                .map_err(|_| SandboxError::internal("the sandbox workers have stopped")),
+            None => Err(SandboxError::internal("the sandbox is shutting down")),
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        if let Ok(mut queue) = self.queue.lock() {
+            queue.take();
+        }
+    }
+}

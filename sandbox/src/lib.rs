@@ -1,0 +1,475 @@
+//! Runs generated protocol handlers inside wasmtime with hard limits.
+//!
+//! A handler is JavaScript that defines `handle(request)`. It never runs in Parley's own process space:
+//! [`Sandbox::publish`] evaluates it once inside a QuickJS runtime compiled to WebAssembly, snapshots the
+//! initialised instance with wizer and precompiles the snapshot (cached on disk, keyed and MAC'd);
+//! [`Sandbox::call`] then runs each request in a fresh copy-on-write instance of that snapshot with a
+//! deadline, a memory cap, a wasm stack cap, size caps on everything crossing the boundary, and no
+//! capability but the granted ones. The ABI and the reasons behind it are in `sandbox/ABI.md`.
+//!
+//! # Layout
+//! - `lib.rs`: the public surface: [`Sandbox`], [`Handler`], [`Grants`], [`CapabilityHost`],
+//!   [`CallOutput`], [`run_once`].
+//! - `config.rs`: [`SandboxConfig`], every limit with its default, and `validate()`.
+//! - `error.rs`: [`SandboxError`], one variant per outcome, each with a stable `code()`.
+//! - `engine.rs`: the two wasmtime engines (publish, call), the epoch ticker, the worker threads.
+//! - `publish.rs`: source → wizer snapshot → compiled module, through the artifact cache.
+//! - `call.rs`: one call: a `Store`, an instance from the pool, input in, outcome out, trap
+//!   classification.
+//! - `host.rs`: everything the guest may import: the `parley` host functions and a WASI shim with no
+//!   ambient authority.
+//! - `cache.rs`: the on-disk artifact cache; the only place with `unsafe`.
+//! - `guest/`: the runtime guest itself (its own cargo workspace, built by `scripts/setup-guest.sh`).
+//!
+//! # Invariants
+//! - No wasmtime type appears in the public API; wasmtime errors are flattened into [`SandboxError`].
+//! - One `Store` and one instance per call; nothing a handler does survives its call.
+//! - A precompiled artifact is loaded only if its HMAC, keyed by a secret in the cache directory,
+//!   verifies: the sandbox only loads native code it produced itself.
+//! - Libraries never read the environment: all limits come from [`SandboxConfig`].
+
+mod cache;
+mod call;
+mod config;
+mod engine;
+mod error;
+mod host;
+mod publish;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use wasmtime::{Engine, InstancePre, Linker, Module};
+
+pub use crate::config::{ConfigError, SandboxConfig};
+pub use crate::error::SandboxError;
+
+use crate::cache::ArtifactCache;
+use crate::engine::{Ticker, Workers};
+use crate::host::CallState;
+
+/// The guest runtime, embedded at build time (see `build.rs`).
+pub(crate) const RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_RUNTIME_WASM"));
+/// sha256 (hex) of the embedded guest runtime, computed by `build.rs`; part of every cache key.
+pub const RUNTIME_SHA256: &str = env!("PARLEY_RUNTIME_SHA256");
+
+/// Performs capabilities for handlers. Called synchronously on the sandbox's thread, only for
+/// capabilities the call's [`Grants`] allow and with arguments within the size cap; implementations may
+/// block. The call's deadline keeps running meanwhile and is checked when the capability returns, but
+/// the sandbox cannot interrupt host code: implementations must bound their own time (e.g. an HTTP
+/// timeout no longer than the sandbox deadline).
+pub trait CapabilityHost: Send + Sync {
+    /// Runs `capability` with `args`. An `Err` becomes a catchable `CapabilityError` in the handler.
+    fn call(&self, capability: &str, args: serde_json::Value) -> Result<serde_json::Value, String>;
+}
+
+impl<F> CapabilityHost for F
+where
+    F: Fn(&str, serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync,
+{
+    fn call(&self, capability: &str, args: serde_json::Value) -> Result<serde_json::Value, String> {
+        self(capability, args)
+    }
+}
+
+/// A host with no capabilities: every call fails. For handlers granted nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCapabilities;
+
+impl CapabilityHost for NoCapabilities {
+    fn call(&self, capability: &str, _: serde_json::Value) -> Result<serde_json::Value, String> {
+        Err(format!(
+            "no capability host is configured for `{capability}`"
+        ))
+    }
+}
+
+/// The capabilities one call may use, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants(Arc<BTreeSet<String>>);
+
+impl Grants {
+    /// Grants nothing.
+    pub fn none() -> Self {
+        Grants::default()
+    }
+
+    /// Whether `capability` is granted.
+    pub fn allows(&self, capability: &str) -> bool {
+        self.0.contains(capability)
+    }
+
+    /// The granted names, sorted.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+impl<S: Into<String>> FromIterator<S> for Grants {
+    fn from_iter<I: IntoIterator<Item = S>>(names: I) -> Self {
+        Grants(Arc::new(names.into_iter().map(Into::into).collect()))
+    }
+}
+
+/// Severity of a captured log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    /// `console.log`, `console.info`, `console.debug`, stdout.
+    Info,
+    /// `console.warn`.
+    Warn,
+    /// `console.error`, stderr.
+    Error,
+}
+
+/// One captured log line.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogLine {
+    /// Severity.
+    pub level: LogLevel,
+    /// The text (lossy UTF-8, possibly cut at the log cap).
+    pub text: String,
+}
+
+/// What a successful call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutput {
+    /// The handler's response.
+    pub output: serde_json::Value,
+    /// Captured `console.*` / stdout / stderr lines, up to `SandboxConfig::log_bytes`.
+    pub logs: Vec<LogLine>,
+    /// Whether some log output was dropped at the cap.
+    pub logs_truncated: bool,
+    /// Time from instantiation to outcome.
+    pub elapsed: Duration,
+}
+
+/// Everything about one call, whether it succeeded or not: what `parley sandbox run` prints and what a
+/// handler-fixing loop feeds back to the reasoner.
+#[derive(Debug)]
+pub struct CallReport {
+    /// The handler's response, or why there is none.
+    pub result: Result<serde_json::Value, SandboxError>,
+    /// Captured log lines, kept even when the call failed.
+    pub logs: Vec<LogLine>,
+    /// Whether some log output was dropped at the cap.
+    pub logs_truncated: bool,
+    /// Time from the start of the call to its outcome.
+    pub elapsed: Duration,
+}
+
+/// A published handler: its compiled snapshot, ready to instantiate. Cheap to clone.
+#[derive(Clone)]
+pub struct Handler {
+    inner: Arc<HandlerInner>,
+}
+
+struct HandlerInner {
+    hash: String,
+    from_cache: bool,
+    engine: Engine,
+    pre: InstancePre<CallState>,
+}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handler")
+            .field("hash", &self.inner.hash)
+            .field("from_cache", &self.inner.from_cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handler {
+    /// sha256 (hex) of the handler source.
+    pub fn hash(&self) -> &str {
+        &self.inner.hash
+    }
+
+    /// Whether `publish` found this handler's compiled artifact in the cache.
+    pub fn from_cache(&self) -> bool {
+        self.inner.from_cache
+    }
+}
+
+/// The sandbox: engines, pool, cache and worker threads. `Send + Sync`; share it in an `Arc`.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<SandboxInner>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct SandboxInner {
+    config: SandboxConfig,
+    engine: Engine,
+    linker: Linker<CallState>,
+    publish_engine: Engine,
+    publish_linker: Linker<CallState>,
+    /// The wizer-instrumented runtime compiled for `publish_engine`, built on first publish.
+    instrumented: std::sync::Mutex<Option<Module>>,
+    cache: Option<ArtifactCache>,
+    workers: Workers,
+    _ticker: Ticker,
+    /// Seeds the guest's `random_get`, different for every call.
+    seeds: AtomicU64,
+}
+
+impl Sandbox {
+    /// Creates a sandbox: validates `config`, builds the engines and the instance pool, opens the
+    /// artifact cache and starts the epoch and worker threads.
+    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        config.validate()?;
+        let engine = engine::call_engine(&config)?;
+        let publish_engine = engine::publish_engine(&config)?;
+        let linker = host::linker(&engine)?;
+        let publish_linker = host::linker(&publish_engine)?;
+        let cache = config
+            .cache_dir
+            .as_deref()
+            .map(ArtifactCache::open)
+            .transpose()?;
+        let workers = match config.worker_threads {
+            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
+            n => n as usize,
+        }
+        .min(config.pool_instances as usize);
+        let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
+        let workers = Workers::start(workers, wasm_stack)?;
+        let ticker = Ticker::start(vec![engine.clone(), publish_engine.clone()])?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Ok(Sandbox {
+            inner: Arc::new(SandboxInner {
+                config,
+                engine,
+                linker,
+                publish_engine,
+                publish_linker,
+                instrumented: std::sync::Mutex::new(None),
+                cache,
+                workers,
+                _ticker: ticker,
+                seeds: AtomicU64::new(seed),
+            }),
+        })
+    }
+
+    /// The configuration this sandbox enforces.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// Compiles and snapshots a handler source, or loads it from the artifact cache. Blocking and CPU
+    /// heavy on a cache miss (about a second): call it from `spawn_blocking` in async code.
+    pub fn publish(&self, source: &str) -> Result<Handler, SandboxError> {
+        publish::publish(&self.inner, source)
+    }
+
+    /// Publishes a trivial handler so that the instrumented runtime and the compiler's
+    /// function cache are ready before the first real handler arrives: the first negotiation
+    /// then pays only its own handler's (mostly cached) compile. Blocking, like
+    /// [`Sandbox::publish`].
+    pub fn warm_up(&self) -> Result<(), SandboxError> {
+        self.publish("function handle(request) { return request; }")
+            .map(drop)
+    }
+
+    /// Runs one call with fresh isolation on one of the sandbox's worker threads.
+    pub async fn call(
+        &self,
+        handler: &Handler,
+        input: &serde_json::Value,
+        grants: &Grants,
+        host: Arc<dyn CapabilityHost>,
+    ) -> Result<CallOutput, SandboxError> {
+        let input = call::serialize_input(&self.inner.config, input)?;
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let inner = Arc::clone(&self.inner);
+        let handler = handler.clone();
+        let grants = grants.clone();
+        self.inner.workers.submit(Box::new(move || {
+            let result = call::call(&inner, &handler, &input, grants, host);
+            // The caller may have gone away (its future dropped); nothing to do then.
+            let _ = sender.send(result);
+        }))?;
+        receiver
+            .await
+            .map_err(|_| SandboxError::internal("a sandbox worker died during the call"))?
+    }
+
+    /// Like [`Sandbox::call`], but returns the captured logs whatever the outcome.
+    pub async fn call_report(
+        &self,
+        handler: &Handler,
+        input: &serde_json::Value,
+        grants: &Grants,
+        host: Arc<dyn CapabilityHost>,
+    ) -> CallReport {
+        let started = std::time::Instant::now();
+        let failed = |error| CallReport {
+            result: Err(error),
+            logs: Vec::new(),
+            logs_truncated: false,
+            elapsed: started.elapsed(),
+        };
+        let input = match call::serialize_input(&self.inner.config, input) {
+            Ok(input) => input,
+            Err(error) => return failed(error),
+        };
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let inner = Arc::clone(&self.inner);
+        let handler = handler.clone();
+        let grants = grants.clone();
+        if let Err(error) = self.inner.workers.submit(Box::new(move || {
+            let _ = sender.send(call::call_report(&inner, &handler, &input, grants, host));
+        })) {
+            return failed(error);
+        }
+        receiver.await.unwrap_or_else(|_| {
+            failed(SandboxError::internal(
+                "a sandbox worker died during the call",
+            ))
+        })
+    }
+
+    /// Runs one call with fresh isolation on the *current* thread, which must have at least
+    /// `wasm_stack_bytes` + 1 MiB of stack (the main thread and threads spawned with a default 2 MiB
+    /// stack qualify at the default config). For benchmarks and synchronous callers; async code uses
+    /// [`Sandbox::call`].
+    pub fn call_blocking(
+        &self,
+        handler: &Handler,
+        input: &serde_json::Value,
+        grants: &Grants,
+        host: Arc<dyn CapabilityHost>,
+    ) -> Result<CallOutput, SandboxError> {
+        let input = call::serialize_input(&self.inner.config, input)?;
+        call::call(&self.inner, handler, &input, grants.clone(), host)
+    }
+}
+
+impl SandboxInner {
+    fn next_seed(&self) -> u64 {
+        self.seeds.fetch_add(0x9E37_79B9, Ordering::Relaxed)
+    }
+}
+
+/// Runs `source` once on `input`: creates a sandbox with `config`, publishes the handler and calls it
+/// on a sandbox worker thread. This is everything `parley sandbox run` needs; the CLI wrapper is:
+///
+/// ```text
+/// // parley sandbox run --handler FILE.js --input JSON [--grant CAPABILITY...]
+/// let source = std::fs::read_to_string(&args.handler)?;
+/// let input: serde_json::Value = serde_json::from_str(&args.input)?;
+/// let grants: parley_sandbox::Grants = args.grant.iter().cloned().collect();
+/// let report = parley_sandbox::run_once_report(config.sandbox.clone(), &source, &input, &grants, host);
+/// for line in &report.logs { eprintln!("[{:?}] {}", line.level, line.text); }
+/// match report.result {
+///     Ok(output) => println!("{}", serde_json::to_string_pretty(&output)?),
+///     Err(e) => { eprintln!("error {}: {e}", e.code()); std::process::exit(1); }
+/// }
+/// ```
+///
+/// Blocking (it compiles the handler unless `config.cache_dir` has it): do not call it from async code.
+pub fn run_once(
+    config: SandboxConfig,
+    source: &str,
+    input: &serde_json::Value,
+    grants: &Grants,
+    host: Arc<dyn CapabilityHost>,
+) -> Result<CallOutput, SandboxError> {
+    let report = run_once_report(config, source, input, grants, host);
+    report.result.map(|output| CallOutput {
+        output,
+        logs: report.logs,
+        logs_truncated: report.logs_truncated,
+        elapsed: report.elapsed,
+    })
+}
+
+/// [`run_once`], keeping the handler's logs when the call fails (for the CLI to print them).
+pub fn run_once_report(
+    config: SandboxConfig,
+    source: &str,
+    input: &serde_json::Value,
+    grants: &Grants,
+    host: Arc<dyn CapabilityHost>,
+) -> CallReport {
+    let started = std::time::Instant::now();
+    let failed = |error| CallReport {
+        result: Err(error),
+        logs: Vec::new(),
+        logs_truncated: false,
+        elapsed: started.elapsed(),
+    };
+    let prepared = Sandbox::new(config).and_then(|sandbox| {
+        let handler = sandbox.publish(source)?;
+        let input = call::serialize_input(&sandbox.inner.config, input)?;
+        Ok((sandbox, handler, input))
+    });
+    let (sandbox, handler, input) = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => return failed(error),
+    };
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let inner = Arc::clone(&sandbox.inner);
+    let grants = grants.clone();
+    let submitted = sandbox.inner.workers.submit(Box::new(move || {
+        let _ = sender.send(call::call_report(&inner, &handler, &input, grants, host));
+    }));
+    if let Err(error) = submitted {
+        return failed(error);
+    }
+    receiver.recv().unwrap_or_else(|_| {
+        failed(SandboxError::internal(
+            "a sandbox worker died during the call",
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn public_handles_are_send_and_sync() {
+        assert_send_sync::<Sandbox>();
+        assert_send_sync::<Handler>();
+        assert_send_sync::<Grants>();
+        assert_send_sync::<SandboxError>();
+    }
+
+    #[test]
+    fn grants_allow_only_their_names() {
+        let grants: Grants = ["weather.lookup", "db.read"].into_iter().collect();
+        assert!(grants.allows("db.read"));
+        assert!(!grants.allows("db.write"));
+        assert!(!Grants::none().allows("db.read"));
+        assert_eq!(
+            grants.iter().collect::<Vec<_>>(),
+            vec!["db.read", "weather.lookup"]
+        );
+    }
+
+    #[test]
+    fn the_embedded_runtime_matches_its_hash() {
+        use sha2::Digest;
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(RUNTIME_WASM)),
+            RUNTIME_SHA256
+        );
+    }
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (.ci/run calls this): setup, formatting,
+# lints, the runtime's reproducibility, and every test of the workspace (unit, property,
+# integration over real sockets, SQLite and PostgreSQL, Python SDK interop).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked

@@ -1,0 +1,80 @@
+//! The two error types of this crate: one for loading a capabilities file, one for invoking a
+//! capability.
+
+use std::time::Duration;
+
+/// A capabilities file that cannot be used. The message always says where the problem is (the
+/// file, the capability, the field) and what is wrong, because the operator reads it at start-up
+/// and must be able to fix the file from the message alone.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file (or a dataset file it references) could not be read.
+    #[error("{source_name}: cannot read {path}: {source}")]
+    Read {
+        source_name: String,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file name does not end in `.toml` or `.json`.
+    #[error("{path}: unsupported capabilities file extension (expected .toml or .json)")]
+    UnsupportedFormat { path: String },
+    /// The file is not valid TOML/JSON, or does not have the expected shape (unknown or missing
+    /// keys, wrong value types). The message is the parser's, which names the line or key.
+    #[error("{source_name}: {message}")]
+    Syntax {
+        source_name: String,
+        message: String,
+    },
+    /// The file parsed but a value is not acceptable.
+    #[error("{source_name}: {context}: {message}")]
+    Invalid {
+        source_name: String,
+        /// `capability `name`, field `binding.url`` or `field `agent.name``.
+        context: String,
+        message: String,
+    },
+    /// The HTTP client used by `http` bindings could not be built (TLS set-up failure).
+    #[error("cannot build the HTTP client for http bindings: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+/// Why a capability invocation failed. Each variant has a stable [`code`](Self::code) that
+/// callers put into protocol responses and logs; the `Display` text is for humans.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CapabilityError {
+    /// No capability with that name is declared.
+    #[error("unknown capability `{name}`")]
+    UnknownCapability { name: String },
+    /// The arguments do not match the capability's input schema.
+    #[error("invalid arguments for `{capability}`: {message}")]
+    InvalidArguments { capability: String, message: String },
+    /// The binding could not perform the call (connection refused, unexpected HTTP status,
+    /// non-JSON body, missing JSON pointer target, ...).
+    #[error("capability `{capability}` failed: {message}")]
+    BindingFailed { capability: String, message: String },
+    /// The binding produced a value that does not match the output schema.
+    #[error("capability `{capability}` returned an invalid result: {message}")]
+    InvalidResult { capability: String, message: String },
+    /// The looked-up entity does not exist and the capability is configured to report that as an
+    /// error (`not_found = "error"`).
+    #[error("capability `{capability}`: not found: {message}")]
+    NotFound { capability: String, message: String },
+    /// The binding did not complete within its timeout.
+    #[error("capability `{capability}` timed out after {} ms", after.as_millis())]
+    Timeout { capability: String, after: Duration },
+}
+
+impl CapabilityError {
+    /// Stable machine-readable code of this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::UnknownCapability { .. } => "unknown_capability",
+            Self::InvalidArguments { .. } => "invalid_arguments",
+            Self::BindingFailed { .. } => "binding_failed",
+            Self::InvalidResult { .. } => "invalid_result",
+            Self::NotFound { .. } => "not_found",
+            Self::Timeout { .. } => "timeout",
+        }
+    }
+}

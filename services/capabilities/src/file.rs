@@ -1,0 +1,105 @@
+//! The on-disk shape of a capabilities file, exactly as serde reads it. Nothing here is checked
+//! beyond types: [`crate::load`] turns these structs into validated, ready-to-run capabilities.
+//!
+//! Unknown keys are refused everywhere (`deny_unknown_fields`) so that a typo such as `timout_ms`
+//! fails loudly at start-up instead of silently falling back to a default.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileSpec {
+    pub agent: AgentSpec,
+    #[serde(default)]
+    pub capabilities: Vec<CapabilitySpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentSpec {
+    pub name: String,
+    pub description: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CapabilitySpec {
+    pub name: String,
+    pub description: String,
+    /// Either an inline table/object, or (convenient in TOML) a string holding JSON text.
+    pub input_schema: Value,
+    pub output_schema: Value,
+    #[serde(default)]
+    pub read_only: bool,
+    pub binding: BindingSpec,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub(crate) enum BindingSpec {
+    Http(HttpSpec),
+    Dataset(DatasetSpec),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HttpSpec {
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub url: String,
+    #[serde(default)]
+    pub query: Vec<String>,
+    #[serde(default)]
+    pub body: Vec<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// JSON pointer into the response body; absent or empty = the whole body.
+    #[serde(default)]
+    pub result_pointer: String,
+    #[serde(default)]
+    pub not_found: Option<NotFoundSpec>,
+}
+
+fn default_method() -> String {
+    "GET".to_owned()
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DatasetSpec {
+    /// Path of the JSON file, relative to the capabilities file.
+    pub file: String,
+    /// Record field matched against the input.
+    pub key: String,
+    /// Input field holding the looked-up value; defaults to `key`.
+    #[serde(default)]
+    pub input: Option<String>,
+    /// Keep only the output schema's top-level properties of a found record.
+    #[serde(default)]
+    pub project: bool,
+    #[serde(default)]
+    pub not_found: Option<NotFoundSpec>,
+}
+
+/// `"error"`, `"null"`, or `{ result = <any value> }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum NotFoundSpec {
+    Keyword(String),
+    Result(NotFoundResult),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NotFoundResult {
+    pub result: Value,
+}

@@ -1,0 +1,348 @@
+//! Operator-declared capabilities: file format, validation and bindings (http, dataset).
+//!
+//! A Parley provider can only do what its operator declares. The declaration is a file (TOML or
+//! JSON, chosen by extension) naming the agent and listing capabilities, each with a name, a
+//! description, JSON Schemas (2020-12) for its input and output, a `read_only` flag and a binding
+//! that performs it:
+//!
+//! ```toml
+//! [agent]
+//! name = "Acme product desk"
+//! description = "Answers questions about Acme products."
+//!
+//! [[capabilities]]
+//! name = "getProductInfo"
+//! description = "Product details by product id."
+//! read_only = true
+//! input_schema = { type = "object", properties = { productId = { type = "string" } }, required = ["productId"] }
+//! output_schema = { type = ["object", "null"] }
+//! binding = { type = "dataset", file = "data/products.json", key = "productId", not_found = "null" }
+//! ```
+//!
+//! Bindings:
+//! - `http`: `method`, `url` (with `{field}` placeholders filled from the input, percent-encoded,
+//!   and `${VAR}` environment references), `query` and `body` (input fields sent in the query
+//!   string / a JSON object body), `headers` (values may use `${VAR}`), `timeout_ms`,
+//!   `result_pointer` (JSON pointer into the response; empty = whole body) and `not_found`.
+//! - `dataset`: `file` (JSON array of records, relative to the capabilities file), `key` (record
+//!   field), `input` (input field, defaults to `key`), `project` (keep only the output schema's
+//!   properties) and `not_found`.
+//!
+//! `not_found` is `"error"` (the default: a typed [`CapabilityError::NotFound`]), `"null"`, or
+//! `{ result = <value> }`. Schemas may be written inline or, in TOML, as a string of JSON text.
+//!
+//! # Layout
+//! - `file` (private): the serde shape of the file, nothing validated.
+//! - `load`: parse + validate everything into [`Capabilities`]; every refusal is a [`LoadError`]
+//!   naming the capability, the field and the problem.
+//! - `http`, `dataset`: the two bindings.
+//! - [`Capabilities::invoke`]: input validation → binding → output validation.
+//!
+//! # Invariants
+//! - A loaded [`Capabilities`] is fully checked: schemas are compiled once, URL templates only
+//!   reference required input properties, environment references are resolved, datasets are in
+//!   memory and their records (and every configured not-found result) match the output schema.
+//! - The library never reads the environment itself: [`Capabilities::load`] takes an
+//!   env-lookup closure, so the binary decides where secrets come from.
+//! - [`Capabilities::invoke`] never returns a value that does not match the output schema.
+//! - This crate knows nothing about reasoners, NLIP or negotiation (negotiator → capabilities,
+//!   never the reverse).
+
+mod dataset;
+mod error;
+mod file;
+mod http;
+mod load;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+use tracing::Instrument;
+
+pub use error::{CapabilityError, LoadError};
+
+/// Syntax of a capabilities file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Json,
+}
+
+/// Who this agent is, from the `[agent]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub description: String,
+}
+
+/// What a missing entity turns into.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NotFoundPolicy {
+    Error,
+    Result(Value),
+}
+
+#[derive(Debug)]
+pub(crate) enum Binding {
+    Http(http::HttpBinding),
+    Dataset(dataset::DatasetBinding),
+}
+
+/// One declared capability, validated and ready to invoke.
+pub struct Capability {
+    name: String,
+    description: String,
+    input_schema: Value,
+    output_schema: Value,
+    read_only: bool,
+    binding: Binding,
+    input_validator: jsonschema::Validator,
+    output_validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Compiled validators are large and say nothing the schemas do not.
+        f.debug_struct("Capability")
+            .field("name", &self.name)
+            .field("read_only", &self.read_only)
+            .field("binding", &self.binding)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Capability {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    pub fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+    pub fn output_schema(&self) -> &Value {
+        &self.output_schema
+    }
+    /// True when calling it changes nothing, so handler verification may call it for real.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+    /// `"http"` or `"dataset"`.
+    pub fn binding_kind(&self) -> &'static str {
+        match self.binding {
+            Binding::Http(_) => "http",
+            Binding::Dataset(_) => "dataset",
+        }
+    }
+    /// What a reasoner needs to offer this capability as a tool.
+    pub fn describe(&self) -> CapabilityDescription {
+        CapabilityDescription {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            input_schema: self.input_schema.clone(),
+        }
+    }
+}
+
+/// The reasoner-facing view of a capability (e.g. an OpenAI function tool).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapabilityDescription {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// The operator's declared capabilities, loaded and validated. Cheap to share behind an `Arc`;
+/// every method takes `&self`.
+#[derive(Debug)]
+pub struct Capabilities {
+    agent: AgentInfo,
+    /// Sorted by name so descriptions and summaries are deterministic.
+    capabilities: BTreeMap<String, Capability>,
+    http: reqwest::Client,
+}
+
+impl Capabilities {
+    /// Loads a `.toml` or `.json` capabilities file. `env` resolves `${VAR}` references in http
+    /// bindings (pass `|k| std::env::var(k).ok()` in a binary, a map in tests).
+    pub fn load(path: &Path, env: impl Fn(&str) -> Option<String>) -> Result<Self, LoadError> {
+        let format = match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("toml") => Format::Toml,
+            Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+            _ => {
+                return Err(LoadError::UnsupportedFormat {
+                    path: path.display().to_string(),
+                });
+            }
+        };
+        let source_name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+            source_name: source_name.clone(),
+            path: source_name.clone(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        load::parse(&text, format, base, &source_name, &env)
+    }
+
+    /// Parses capabilities from text. Dataset paths are resolved against `base_dir`;
+    /// `source_name` prefixes error messages.
+    pub fn parse(
+        text: &str,
+        format: Format,
+        base_dir: &Path,
+        source_name: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LoadError> {
+        load::parse(text, format, base_dir, source_name, &env)
+    }
+
+    pub fn agent(&self) -> &AgentInfo {
+        &self.agent
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Capability> {
+        self.capabilities.get(name)
+    }
+
+    /// Capabilities in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Capability> {
+        self.capabilities.values()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.capabilities.keys().map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.capabilities.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.capabilities.is_empty()
+    }
+
+    /// Name, description and input schema of every capability, in name order.
+    pub fn describe(&self) -> Vec<CapabilityDescription> {
+        self.iter().map(Capability::describe).collect()
+    }
+
+    /// A human-readable summary: the agent, then one line per capability with its input fields.
+    pub fn summary(&self) -> String {
+        let mut out = format!("{}: {}\n", self.agent.name, self.agent.description);
+        if self.is_empty() {
+            out.push_str("No capabilities are declared.\n");
+        }
+        for c in self.iter() {
+            let fields = input_fields(&c.input_schema);
+            out.push_str(&format!(
+                "- {}({}): {}",
+                c.name,
+                fields.join(", "),
+                c.description
+            ));
+            if c.read_only {
+                out.push_str(" [read-only]");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Validates `args` against the input schema, performs the binding and validates the
+    /// result against the output schema.
+    pub async fn invoke(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
+        let capability =
+            self.capabilities
+                .get(name)
+                .ok_or_else(|| CapabilityError::UnknownCapability {
+                    name: name.to_owned(),
+                })?;
+        let span = tracing::debug_span!("capabilities.invoke", capability = name);
+        async {
+            if let Some(message) = schema_errors(&capability.input_validator, &args) {
+                return Err(CapabilityError::InvalidArguments {
+                    capability: name.to_owned(),
+                    message,
+                });
+            }
+            let result = match &capability.binding {
+                Binding::Dataset(d) => d.lookup(name, &args),
+                Binding::Http(h) => h.call(&self.http, name, &args).await,
+            };
+            let result = match result {
+                Ok(value) => value,
+                Err(e) => {
+                    tracing::debug!(code = e.code(), "capability failed");
+                    return Err(e);
+                }
+            };
+            if let Some(message) = schema_errors(&capability.output_validator, &result) {
+                tracing::debug!("capability result does not match its output schema");
+                return Err(CapabilityError::InvalidResult {
+                    capability: name.to_owned(),
+                    message,
+                });
+            }
+            Ok(result)
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// Top-level property names of an object schema, optional ones marked (`currency?`).
+fn input_fields(schema: &Value) -> Vec<String> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .keys()
+                .map(|k| {
+                    if required.contains(&k.as_str()) {
+                        k.clone()
+                    } else {
+                        format!("{k}?")
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// All validation errors as one line (`at /productId: 5 is not of type "string"; ...`), or
+/// `None` when the instance is valid. Capped so a huge bad payload does not make a huge error.
+pub(crate) fn schema_errors(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {
+    const MAX_ERRORS: usize = 5;
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .take(MAX_ERRORS + 1)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() { "/" } else { &path };
+            format!("at {at}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        return None;
+    }
+    let mut text = errors
+        .iter()
+        .take(MAX_ERRORS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if errors.len() > MAX_ERRORS {
+        text.push_str("; ...");
+    }
+    Some(text)
+}

@@ -1,0 +1,153 @@
+//! The mandatory exchanges of ECMA-430 §6 as pure functions over messages, plus the
+//! shape of Parley's NLIP error messages.
+
+use serde_json::{Value, json};
+
+use crate::message::{Format, Message, Submessage};
+
+/// The label of the structured part that carries an error's machine-readable fields.
+pub const ERROR_LABEL: &str = "error";
+
+/// Applies §6.2 and §6.3 to a reply before it is sent:
+/// every token the request carried is echoed with the exact same format, subformat and
+/// content (unless `is_own` says this end-point created it, or the reply already carries
+/// it), and a control request gets a control reply.
+pub fn finish_reply(
+    request: &Message,
+    mut reply: Message,
+    is_own: impl Fn(&Submessage) -> bool,
+) -> Message {
+    for token in request.tokens() {
+        if is_own(token) || reply.tokens().any(|t| t.same_token(token)) {
+            continue;
+        }
+        reply.submessages.push(token.clone());
+    }
+    if request.is_control() {
+        reply = reply.into_control();
+    }
+    reply
+}
+
+/// Machine-readable fields of an NLIP error message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInfo {
+    /// Stable snake_case code a client can act on, e.g. `invalid_message`.
+    pub code: String,
+    /// Human-readable description, also sent as the text part.
+    pub message: String,
+    /// The offending field, when there is one.
+    pub field: Option<String>,
+}
+
+impl ErrorInfo {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        ErrorInfo {
+            code: code.into(),
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn with_field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// Renders the error as an NLIP message: a text part in `language` that any client can
+    /// show, and a `structured`/`json` submessage labelled `error` with the code. The
+    /// messagetype is `error`, as in the ECMA-432 example; [`finish_reply`] turns it into a
+    /// control message when it answers a control request.
+    pub fn to_message(&self, language: &str) -> Message {
+        let mut body = json!({"code": self.code, "message": self.message});
+        if let Some(field) = &self.field {
+            body["field"] = Value::String(field.clone());
+        }
+        Message::text(language, self.message.clone())
+            .with_messagetype("error")
+            .with_submessage(
+                Submessage::new(Format::Structured, "json", body).with_label(ERROR_LABEL),
+            )
+    }
+
+    /// Reads the error fields back out of a message, if it is a Parley-style error.
+    pub fn from_message(message: &Message) -> Option<ErrorInfo> {
+        let part = message.submessages.iter().find(|s| {
+            s.format == Format::Structured
+                && s.label
+                    .as_deref()
+                    .is_some_and(|l| l.eq_ignore_ascii_case(ERROR_LABEL))
+        })?;
+        let crate::Content::Json(body) = &part.content else {
+            return None;
+        };
+        Some(ErrorInfo {
+            code: body.get("code")?.as_str()?.to_owned(),
+            message: body
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            field: body.get("field").and_then(Value::as_str).map(str::to_owned),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TokenKind;
+
+    fn token(sub: &str, content: &str) -> Submessage {
+        Submessage::new(Format::Token, sub, content)
+    }
+
+    #[test]
+    fn every_foreign_token_is_echoed_once_and_own_tokens_are_not() {
+        let request = Message::text("english", "hi")
+            .with_submessage(token("conversation_peer", "c-1"))
+            .with_submessage(token("authorization", "secret"))
+            .with_submessage(token("group_7", "g"))
+            .with_submessage(token("conversation_parley", "mine"));
+        let reply = Message::text("english", "hello").with_submessage(token("group_7", "g"));
+        let out = finish_reply(&request, reply, |t| t.subformat == "conversation_parley");
+        let subs: Vec<_> = out
+            .tokens()
+            .map(|t| (t.subformat.as_str(), t.content.as_str()))
+            .collect();
+        assert_eq!(
+            subs,
+            vec![
+                ("group_7", Some("g")),
+                ("conversation_peer", Some("c-1")),
+                ("authorization", Some("secret")),
+            ]
+        );
+        assert_eq!(
+            out.token(TokenKind::Authentication)
+                .map(|t| t.subformat.as_str()),
+            Some("authorization")
+        );
+        assert!(!out.is_control());
+    }
+
+    #[test]
+    fn control_requests_get_control_replies_even_for_errors() {
+        let request = Message::text("english", "ping").into_control();
+        let reply = ErrorInfo::new("x", "y").to_message("english");
+        assert_eq!(reply.messagetype.as_deref(), Some("error"));
+        assert!(finish_reply(&request, reply, |_| false).is_control());
+    }
+
+    #[test]
+    fn error_messages_round_trip_their_fields() {
+        let info = ErrorInfo::new("invalid_message", "format: is required").with_field("format");
+        let msg = info.to_message("english");
+        assert_eq!(msg.text_content(), Some("format: is required"));
+        assert_eq!(ErrorInfo::from_message(&msg), Some(info));
+        assert_eq!(
+            ErrorInfo::from_message(&Message::text("english", "x")),
+            None
+        );
+    }
+}

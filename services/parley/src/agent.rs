@@ -1,0 +1,375 @@
+//! The agent: what Parley does with one decoded NLIP message, whatever transport brought
+//! it. Transports decode, call [`Agent::handle`], and encode; nothing here knows HTTP.
+//!
+//! Conversations: a message that carries Parley's own conversation token
+//! (`conversation_<agent id>`) continues that conversation; one that carries only the
+//! peer's conversation token is mapped to a conversation derived from that token, so
+//! clients that keep their own conversation ids get persistence too; a message with no
+//! conversation token is a stateless exchange and touches no database — which keeps
+//! one-shot traffic as fast as the transport allows.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use parley_capabilities::Capabilities;
+use parley_negotiator::{NlRequest, Reasoner, Turn};
+use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
+use parley_store::{Direction, NewConversation, Store, StoreError};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+
+/// Everything the agent needs, shared by all transports.
+#[derive(Debug)]
+pub struct Agent {
+    pub store: Arc<dyn Store>,
+    pub reasoner: Arc<dyn Reasoner>,
+    pub capabilities: Arc<Capabilities>,
+    /// Identity appended to tokens this agent creates.
+    pub agent_id: String,
+    /// Base URL of the upload listener, as announced to peers (§6.4).
+    pub upload_base: String,
+    /// How many earlier messages of a conversation the reasoner sees.
+    pub history_messages: u32,
+    /// The meta-protocol provider and the handlers it serves.
+    pub provider: Arc<crate::negotiation::provider::Provider>,
+}
+
+/// A reply and the HTTP status that goes with it (transports without status ignore it).
+#[derive(Debug)]
+pub struct Reply {
+    pub message: Message,
+    pub status: StatusCode,
+}
+
+impl Agent {
+    /// The subformat of the conversation tokens this agent mints.
+    pub fn conversation_subformat(&self) -> String {
+        format!("conversation_{}", self.agent_id)
+    }
+
+    fn is_own_token(&self, token: &Submessage) -> bool {
+        token
+            .subformat
+            .eq_ignore_ascii_case(&self.conversation_subformat())
+    }
+
+    /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
+    /// control out). Errors become NLIP error messages with their status.
+    pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
+        let meta = crate::negotiation::meta_values(request);
+        let conversation = match self.conversation_for(request, peer, !meta.is_empty()).await {
+            Ok(c) => c,
+            Err(e) => return self.error_reply(request, None, e),
+        };
+        if let Some(id) = &conversation
+            && let Err(e) = self.log(id, Direction::Inbound, request).await
+        {
+            return self.error_reply(request, None, e);
+        }
+        let result = match (&conversation, meta.is_empty()) {
+            (Some(cid), false) => self.meta(request, cid, &peer.to_string(), meta).await,
+            _ if request.is_control() => self.control(request).await.map(|m| (m, StatusCode::OK)),
+            _ => self
+                .data(request, conversation.as_deref(), peer)
+                .await
+                .map(|m| (m, StatusCode::OK)),
+        };
+        let reply = match result {
+            Ok((message, status)) => {
+                let message = self.finish(request, conversation.as_deref(), message);
+                Reply { message, status }
+            }
+            Err(e) => self.error_reply(request, conversation.as_deref(), e),
+        };
+        if let Some(id) = &conversation
+            && let Err(e) = self.log(id, Direction::Outbound, &reply.message).await
+        {
+            return self.error_reply(request, None, e);
+        }
+        reply
+    }
+
+    /// Renders an error as the reply to `request` (tokens echoed, control preserved).
+    pub fn error_reply(
+        &self,
+        request: &Message,
+        conversation: Option<&str>,
+        error: ApiError,
+    ) -> Reply {
+        let message = error.to_info().to_message(request.reply_language());
+        Reply {
+            message: self.finish(request, conversation, message),
+            status: error.status(),
+        }
+    }
+
+    fn finish(&self, request: &Message, conversation: Option<&str>, reply: Message) -> Message {
+        let mut reply = finish_reply(request, reply, |t| self.is_own_token(t));
+        if let Some(id) = conversation {
+            reply.submessages.push(Submessage::new(
+                Format::Token,
+                self.conversation_subformat(),
+                id,
+            ));
+        }
+        reply
+    }
+
+    async fn log(&self, id: &str, direction: Direction, m: &Message) -> Result<(), ApiError> {
+        self.store
+            .append_message(id, direction, &parley_nlip::to_json_value(m))
+            .await?;
+        Ok(())
+    }
+
+    /// Finds or creates the conversation the request belongs to (see the module docs).
+    async fn conversation_for(
+        &self,
+        request: &Message,
+        peer: std::net::SocketAddr,
+        mint: bool,
+    ) -> Result<Option<String>, ApiError> {
+        let mut foreign = None;
+        for token in request.tokens() {
+            if token.token_kind() != Some(TokenKind::Conversation) {
+                continue;
+            }
+            if self.is_own_token(token) {
+                let id = token.content.as_str().unwrap_or_default().to_owned();
+                return match self.store.get_conversation(&id).await? {
+                    Some(_) => Ok(Some(id)),
+                    None => Err(ApiError::UnknownConversation(id)),
+                };
+            }
+            foreign.get_or_insert(token);
+        }
+        let Some(token) = foreign else {
+            if !mint {
+                return Ok(None);
+            }
+            // Negotiation needs state: start a conversation of our own.
+            let id = uuid::Uuid::new_v4().to_string();
+            self.store
+                .create_conversation(NewConversation {
+                    id: id.clone(),
+                    peer: Some(peer.to_string()),
+                    state: json!({}),
+                })
+                .await?;
+            return Ok(Some(id));
+        };
+        // The peer's token is opaque; hash it (with its subformat) into a stable id.
+        let mut h = Sha256::new();
+        h.update(token.subformat.to_ascii_lowercase().as_bytes());
+        h.update([0]);
+        h.update(token.content.to_json().to_string().as_bytes());
+        let id = format!("peer-{}", &hex::encode(h.finalize())[..32]);
+        if self.store.get_conversation(&id).await?.is_some() {
+            return Ok(Some(id));
+        }
+        let new = NewConversation {
+            id: id.clone(),
+            peer: Some(peer.to_string()),
+            state: json!({}),
+        };
+        match self.store.create_conversation(new).await {
+            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(Some(id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Meta-protocol traffic: handled by the provider; a peer's rule break is answered as an
+    /// NLIP error that still carries the meta-protocol answer (`rejected`).
+    async fn meta(
+        &self,
+        request: &Message,
+        cid: &str,
+        peer: &str,
+        values: Vec<serde_json::Value>,
+    ) -> Result<(Message, StatusCode), ApiError> {
+        let (reply, violation) = self.provider.handle_meta(cid, peer, values).await?;
+        match violation {
+            None => Ok((reply, StatusCode::OK)),
+            Some(e) => {
+                let mut message = e.to_info().to_message(request.reply_language());
+                message.submessages.extend(reply.submessages);
+                Ok((message, e.status()))
+            }
+        }
+    }
+
+    /// Control messages (§6.3): the out-of-band upload request (§6.4), or a description of
+    /// this end-point and its parameters.
+    async fn control(&self, request: &Message) -> Result<Message, ApiError> {
+        let language = request.reply_language().to_owned();
+        let asks_upload = all_text(request).any(|t| t.to_ascii_lowercase().contains("upload"));
+        if asks_upload {
+            let uri = format!("{}/upload", self.upload_base);
+            return Ok(Message::text(
+                language,
+                format!("POST large content to {uri}; the reply names the stored upload, which later messages may refer to by its URI."),
+            )
+            .with_submessage(Submessage::new(Format::Structured, "uri", uri).with_label("upload")));
+        }
+        let info = json!({
+            "agent": self.agent_id,
+            "name": self.capabilities.agent().name,
+            "capabilities": self.capabilities.names().collect::<Vec<_>>(),
+            "reasoner": self.reasoner.backend(),
+            "upload": format!("{}/upload", self.upload_base),
+        });
+        Ok(Message::text(language, self.capabilities.summary())
+            .with_submessage(Submessage::new(Format::Structured, "json", info).with_label("agent")))
+    }
+
+    /// Data messages: natural language goes to the reasoner.
+    async fn data(
+        &self,
+        request: &Message,
+        conversation: Option<&str>,
+        peer: std::net::SocketAddr,
+    ) -> Result<Message, ApiError> {
+        if let Some(hash) = crate::negotiation::protocol_of(request) {
+            let hash = hash.map_err(ApiError::BadProtocolToken)?;
+            let payload = match (&request.format, &request.content) {
+                (Format::Structured, Content::Json(v)) => v,
+                _ => {
+                    return Err(ApiError::InvalidProtocolMessage(
+                        "an application message's first part is structured/json".into(),
+                    ));
+                }
+            };
+            let output = self
+                .provider
+                .application(
+                    &hash,
+                    payload,
+                    &peer.ip().to_string(),
+                    tokio::runtime::Handle::current(),
+                )
+                .await?;
+            return Ok(Message::json(output));
+        }
+        let language = request.reply_language().to_owned();
+        let attachments = self.resolve_uploads(request).await?;
+        let Some(text) = all_text(request).next().map(str::to_owned) else {
+            return Ok(Message::text(
+                language,
+                "This agent answers natural-language text messages. Send a text part (format text) describing what you need.",
+            ));
+        };
+        let mut text = text;
+        for a in &attachments {
+            text.push_str(&format!("\n[attached upload {a}]"));
+        }
+        let history = match conversation {
+            Some(id) => self.history(id).await?,
+            None => Vec::new(),
+        };
+        let answer = self
+            .reasoner
+            .answer(NlRequest {
+                text,
+                language: language.clone(),
+                history,
+            })
+            .await
+            .map_err(|e| ApiError::Reasoner {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            })?;
+        crate::metrics::reasoner_call(self.reasoner.backend(), "answer");
+        crate::metrics::model_calls(answer.model_calls);
+        Ok(Message::text(language, answer.text))
+    }
+
+    /// Earlier text turns of the conversation, oldest first.
+    async fn history(&self, id: &str) -> Result<Vec<Turn>, ApiError> {
+        let Some(conv) = self.store.get_conversation(id).await? else {
+            return Ok(Vec::new());
+        };
+        let n = i64::from(self.history_messages);
+        // The inbound message being answered is already logged; leave it out.
+        let upto = conv.message_count - 1;
+        let after = (upto - n).max(0);
+        let logged = self
+            .store
+            .list_messages(id, after, u32::try_from(upto - after).unwrap_or(0))
+            .await?;
+        Ok(logged
+            .iter()
+            .filter_map(|m| {
+                let msg = parley_nlip::from_json_value(&m.message).ok()?;
+                let text = msg.text_content()?.to_owned();
+                Some(match m.direction {
+                    Direction::Inbound => Turn::peer(text),
+                    Direction::Outbound => Turn::agent(text),
+                })
+            })
+            .collect())
+    }
+
+    /// Checks every reference to one of our uploads; returns descriptions of those found.
+    async fn resolve_uploads(&self, request: &Message) -> Result<Vec<String>, ApiError> {
+        let prefix = format!("{}/uploads/", self.upload_base);
+        let mut found = Vec::new();
+        for sub in request.payload_submessages() {
+            if sub.format != Format::Structured || !sub.subformat.eq_ignore_ascii_case("uri") {
+                continue;
+            }
+            let Some(id) = sub.content.as_str().and_then(|u| u.strip_prefix(&prefix)) else {
+                continue;
+            };
+            match self.store.upload_meta(id).await? {
+                Some(meta) => found.push(format!(
+                    "{} ({} bytes, {}{})",
+                    meta.id,
+                    meta.size,
+                    meta.content_type,
+                    meta.filename.map(|f| format!(", {f}")).unwrap_or_default()
+                )),
+                None => return Err(ApiError::UnknownUpload(id.to_owned())),
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// Text of the first submessage and of every text submessage, in order.
+fn all_text(m: &Message) -> impl Iterator<Item = &str> {
+    let first = (m.format == Format::Text)
+        .then(|| m.content.as_str())
+        .flatten();
+    first.into_iter().chain(
+        m.payload_submessages()
+            .filter(|s| s.format == Format::Text)
+            .filter_map(|s| s.content.as_str()),
+    )
+}
+
+/// The NLIP reply to an upload: where the bytes now live.
+pub fn upload_reply(uri: &str, meta: &parley_store::UploadMeta) -> Message {
+    Message::text(
+        parley_nlip::DEFAULT_LANGUAGE,
+        format!("Stored {} bytes; refer to them as {uri}.", meta.size),
+    )
+    .with_submessage(Submessage::new(Format::Structured, "uri", uri).with_label("upload"))
+    .with_submessage(
+        Submessage::new(
+            Format::Structured,
+            "json",
+            Content::Json(json!({
+                "id": meta.id, "size": meta.size, "content_type": meta.content_type,
+                "filename": meta.filename,
+            })),
+        )
+        .with_label("upload-meta"),
+    )
+}
+
+/// An error as a message with no request to answer (undecodable input).
+pub fn bare_error(error: &ApiError) -> Message {
+    error.to_info().to_message(parley_nlip::DEFAULT_LANGUAGE)
+}

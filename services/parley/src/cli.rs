@@ -1,0 +1,438 @@
+//! The `parley` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use parley_nlip::{ErrorInfo, Format, Message, Submessage};
+
+use crate::client::NlipClient;
+use crate::config::{ServeArgs, Settings};
+use crate::negotiation::requester::{Outcome, Requester, RequesterError, ask_in_natural_language};
+use crate::startup::{Bound, shutdown_signal};
+
+/// Parley: an NLIP agent that negotiates protocols with other agents and serves them fast.
+#[derive(Debug, Parser)]
+#[command(name = "parley", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent: NLIP over HTTP (POST /nlip) and WebSocket (/nlip/ws, /nlip/ws/text),
+    /// plus the upload end-point on its own port.
+    Serve(Box<ServeArgs>),
+    /// Send one NLIP text message and print the reply.
+    Send(SendArgs),
+    /// Operator tools for protocol handlers.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// Negotiate a protocol with a provider as requester, and store the outcome locally.
+    Negotiate(NegotiateArgs),
+    /// Send one application message through an agreed protocol and print the answer.
+    Call(CallArgs),
+    /// What this agent has agreed, with whom, and how it was verified.
+    #[command(subcommand)]
+    Protocols(ProtocolsCommand),
+}
+
+/// Where the local store of a requester lives (the same settings as `serve`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalStore {
+    /// Directory of the embedded database [default: ./data]
+    #[arg(long, env = "PARLEY_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// sqlite://PATH or postgres://… [default: sqlite in the data directory]
+    #[arg(long, env = "PARLEY_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+impl LocalStore {
+    async fn open(&self) -> anyhow::Result<std::sync::Arc<dyn parley_store::Store>> {
+        let settings = Settings {
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            ..Settings::default()
+        };
+        settings.validate()?;
+        crate::startup::open_store(&settings).await
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["protocol", "requirement"])))]
+pub struct NegotiateArgs {
+    /// The provider's NLIP end-point (http(s)://…/nlip or ws(s)://…/nlip/ws).
+    pub url: String,
+    /// A protocol document (markdown with request/response JSON Schemas and test cases).
+    #[arg(long)]
+    pub protocol: Option<PathBuf>,
+    /// Instead of --protocol: a requirement in prose, drafted into a protocol with the two schemas.
+    #[arg(long, requires_all = ["input_schema", "output_schema"])]
+    pub requirement: Option<PathBuf>,
+    /// JSON Schema of what this agent will send (with --requirement).
+    #[arg(long)]
+    pub input_schema: Option<PathBuf>,
+    /// JSON Schema of what this agent wants back (with --requirement).
+    #[arg(long)]
+    pub output_schema: Option<PathBuf>,
+    /// Proposals before giving up.
+    #[arg(long, default_value_t = 10)]
+    pub max_rounds: u32,
+    #[command(flatten)]
+    pub store: LocalStore,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// The provider's NLIP end-point.
+    pub url: String,
+    /// The protocol's hash (hex, or sha256:hex).
+    #[arg(long)]
+    pub protocol: String,
+    /// The request, as JSON.
+    #[arg(long)]
+    pub json: String,
+    #[command(flatten)]
+    pub store: LocalStore,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProtocolsCommand {
+    /// Every agreement, newest first.
+    List {
+        #[command(flatten)]
+        store: LocalStore,
+    },
+    /// One protocol: its text, who agreed it, its negotiations and its handler.
+    Show {
+        /// The protocol's hash.
+        hash: String,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text (JSON)
+    pub url: String,
+    /// The text to send.
+    pub text: String,
+    /// Print the raw NLIP reply as JSON instead of its text.
+    #[arg(long)]
+    pub json: bool,
+    /// Language subformat of the text.
+    #[arg(long, default_value = parley_nlip::DEFAULT_LANGUAGE)]
+    pub language: String,
+    /// Send as a control message.
+    #[arg(long)]
+    pub control: bool,
+    /// Use CBOR bodies over HTTP.
+    #[arg(long)]
+    pub cbor: bool,
+    /// Add a token submessage, SUBFORMAT=CONTENT (e.g. conversation=abc, authentication=key).
+    #[arg(long = "token", value_name = "SUBFORMAT=CONTENT")]
+    pub tokens: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Run a handler once in the sandbox with the configured limits and print its output
+    /// or the typed error.
+    Run(SandboxRunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SandboxRunArgs {
+    /// The handler's JavaScript source (defines `handle(request)`).
+    #[arg(long)]
+    pub handler: PathBuf,
+    /// The request, as JSON.
+    #[arg(long)]
+    pub input: String,
+    /// Capabilities the handler may call through `host.call` (repeatable).
+    #[arg(long = "grant", value_name = "CAPABILITY")]
+    pub grants: Vec<String>,
+    /// Capabilities file that performs granted calls.
+    #[arg(long, env = "PARLEY_CAPABILITIES")]
+    pub capabilities: Option<PathBuf>,
+    /// Config file whose [sandbox] limits apply.
+    #[arg(long, env = "PARLEY_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Parses the command line and runs it; errors are printed with their causes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(args) => {
+            let settings = Settings::load(&args)?;
+            crate::telemetry::init(settings.log_format);
+            Bound::new(&settings).await?.run(shutdown_signal()).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Send(args) => send(args).await,
+        Command::Sandbox(SandboxCommand::Run(args)) => sandbox_run(args).await,
+        Command::Negotiate(args) => negotiate(args).await,
+        Command::Call(args) => call(args).await,
+        Command::Protocols(ProtocolsCommand::List { store }) => protocols_list(store).await,
+        Command::Protocols(ProtocolsCommand::Show { hash, store }) => {
+            protocols_show(&hash, store).await
+        }
+    }
+}
+
+async fn negotiate(args: NegotiateArgs) -> anyhow::Result<ExitCode> {
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let text = match (&args.protocol, &args.requirement) {
+        (Some(path), _) => read(path)?,
+        (None, Some(requirement)) => {
+            let schema = |p: &Option<PathBuf>| -> anyhow::Result<serde_json::Value> {
+                let p = p
+                    .as_ref()
+                    .context("--input-schema and --output-schema are required")?;
+                serde_json::from_str(&read(p)?)
+                    .with_context(|| format!("{} is not JSON", p.display()))
+            };
+            use parley_negotiator::ProtocolReasoner as _;
+            parley_negotiator::BuiltinProtocolReasoner
+                .draft(
+                    &read(requirement)?,
+                    &schema(&args.input_schema)?,
+                    &schema(&args.output_schema)?,
+                )
+                .await
+                .context("cannot draft a protocol from the requirement")?
+        }
+        (None, None) => anyhow::bail!("give --protocol or --requirement"),
+    };
+    let requester = Requester {
+        store: args.store.open().await?,
+        max_rounds: args.max_rounds,
+    };
+    let result = match requester
+        .negotiate(&args.url, &text, |p| {
+            eprintln!("… {} (round {})", p.stage, p.round);
+        })
+        .await
+    {
+        Ok(r) => r,
+        Err(RequesterError::NotSupported) => {
+            eprintln!(
+                "the peer does not speak the meta-protocol: asking in natural language instead"
+            );
+            let answer = ask_in_natural_language(&args.url, &text).await?;
+            println!("status   natural-language fallback");
+            println!("{answer}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    println!("hash     {}", result.hash);
+    let (status, ok) = match &result.outcome {
+        Outcome::Agreed => ("agreed".to_owned(), true),
+        Outcome::ZeroRtt => (
+            "known to the provider (0-RTT, no negotiation)".to_owned(),
+            true,
+        ),
+        Outcome::Rejected { code, reason } => (format!("rejected ({code}): {reason}"), false),
+    };
+    println!("status   {status}");
+    println!("rounds   {}", result.rounds);
+    println!("messages {} NLIP exchanges", result.messages);
+    println!("transcript:");
+    for (direction, message) in &result.transcript {
+        let arrow = match direction {
+            parley_store::Direction::Outbound => "→",
+            parley_store::Direction::Inbound => "←",
+        };
+        let kind = message
+            .get("action")
+            .or_else(|| message.get("type"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("?");
+        let status = message.get("status").and_then(|v| v.as_str()).unwrap_or("");
+        println!("  {arrow} {kind} {status}");
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
+    let hash: parley_negotiator::ProtocolHash = args
+        .protocol
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
+    let request: serde_json::Value =
+        serde_json::from_str(&args.json).context("--json is not valid JSON")?;
+    let requester = Requester {
+        store: args.store.open().await?,
+        max_rounds: 10,
+    };
+    let called = requester.call(&args.url, &hash, request).await?;
+    if called.renegotiated.is_some() {
+        eprintln!("the provider no longer knew the protocol: negotiated it again");
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&called.answer).expect("a JSON value always serializes")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn protocols_list(store: LocalStore) -> anyhow::Result<ExitCode> {
+    let store = store.open().await?;
+    let agreements = store.list_agreements(parley_store::MAX_PAGE).await?;
+    if agreements.is_empty() {
+        println!("no protocols agreed yet");
+    }
+    for a in agreements {
+        let verified = match a.role {
+            parley_store::Role::Provider => match store.active_handler(&a.protocol_hash).await? {
+                Some(h) => format!("handler {} verified", &h.source_sha256[..12]),
+                None => "no active handler".to_owned(),
+            },
+            parley_store::Role::Requester => "checked by the provider".to_owned(),
+        };
+        println!(
+            "{}  {:9}  {}  {}  {verified}",
+            a.protocol_hash,
+            a.role,
+            a.last_agreed_at.format("%Y-%m-%d %H:%M"),
+            a.peer
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn protocols_show(hash: &str, store: LocalStore) -> anyhow::Result<ExitCode> {
+    let hash: parley_negotiator::ProtocolHash =
+        hash.parse().map_err(|e| anyhow::anyhow!("hash: {e}"))?;
+    let hex = hash.to_string();
+    let store = store.open().await?;
+    let Some(protocol) = store.get_protocol(&hex).await? else {
+        eprintln!("protocol {hex} is not in the local store");
+        return Ok(ExitCode::FAILURE);
+    };
+    println!("protocol {hex}");
+    for a in store.agreements_for_protocol(&hex).await? {
+        println!(
+            "agreed   with {} as {} at {}",
+            a.peer, a.role, a.last_agreed_at
+        );
+    }
+    for n in store.negotiations_for_protocol(&hex).await? {
+        println!(
+            "negotiation {} {} {} rounds, {} messages",
+            n.id, n.status, n.rounds, n.message_count
+        );
+    }
+    if let Some(h) = store.active_handler(&hex).await? {
+        println!(
+            "handler  {} by {} ({}), verification {}",
+            h.source_sha256,
+            h.backend,
+            h.capabilities.join(", "),
+            match h.verification_passed {
+                Some(true) => "passed",
+                Some(false) => "failed",
+                None => "not run",
+            }
+        );
+    }
+    println!("\n{}", protocol.text);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
+    let mut message = Message::text(args.language, args.text);
+    if args.control {
+        message = message.into_control();
+    }
+    for token in &args.tokens {
+        let (sub, content) = token
+            .split_once('=')
+            .with_context(|| format!("--token {token:?} is not SUBFORMAT=CONTENT"))?;
+        message = message.with_submessage(Submessage::new(Format::Token, sub, content));
+    }
+    let mut client = NlipClient::connect(&args.url, args.cbor).await?;
+    let reply = client.send(&message).await?;
+    if args.json {
+        let pretty = serde_json::to_string_pretty(&parley_nlip::to_json_value(&reply.message))
+            .expect("a JSON value always serializes");
+        println!("{pretty}");
+    } else {
+        let text = reply
+            .message
+            .text_content()
+            .map(str::to_owned)
+            .unwrap_or_else(|| parley_nlip::to_json_value(&reply.message).to_string());
+        println!("{text}");
+    }
+    if let Some(err) = ErrorInfo::from_message(&reply.message) {
+        eprintln!("error {}: {}", err.code, err.message);
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn sandbox_run(args: SandboxRunArgs) -> anyhow::Result<ExitCode> {
+    let config = match &args.config {
+        Some(path) => Settings::from_file(path)?.sandbox,
+        None => parley_sandbox::SandboxConfig::default(),
+    };
+    let source = std::fs::read_to_string(&args.handler)
+        .with_context(|| format!("cannot read {}", args.handler.display()))?;
+    let input: serde_json::Value =
+        serde_json::from_str(&args.input).context("--input is not valid JSON")?;
+    let capabilities = crate::startup::load_capabilities(args.capabilities.as_deref())?;
+    let host = crate::host::CapabilityBridge::new(capabilities, tokio::runtime::Handle::current());
+    let grants: parley_sandbox::Grants = args.grants.iter().cloned().collect();
+    // Compiling and running a handler is blocking work: keep it off the async workers.
+    let outcome = tokio::task::spawn_blocking(move || {
+        parley_sandbox::run_once(config, &source, &input, &grants, host)
+    })
+    .await
+    .context("the sandbox task panicked")?;
+    match outcome {
+        Ok(output) => {
+            let pretty = serde_json::to_string_pretty(&output.output)
+                .expect("a JSON value always serializes");
+            println!("{pretty}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error {}: {e}", e.code());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

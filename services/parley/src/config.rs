@@ -1,0 +1,478 @@
+//! Server configuration: defaults, then an optional TOML file, then `PARLEY_*` environment
+//! variables and flags (clap merges those two, flags winning). Everything is validated
+//! before any socket opens.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid setting {setting}: {message}")]
+    Invalid {
+        setting: &'static str,
+        message: String,
+    },
+}
+
+fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        setting,
+        message: message.into(),
+    }
+}
+
+/// Which reasoner answers natural language (and, later, evaluates protocols).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasonerKind {
+    /// Deterministic, no network.
+    #[default]
+    Builtin,
+    /// Any OpenAI-compatible chat-completions endpoint.
+    Openai,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Settings for the OpenAI-compatible backend.
+#[derive(Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpenAiSettings {
+    pub base_url: String,
+    pub model: String,
+    /// Secret: never printed (see the Debug impl).
+    pub api_key: Option<String>,
+    pub timeout_secs: u64,
+    pub max_tool_rounds: u32,
+}
+
+impl Default for OpenAiSettings {
+    fn default() -> Self {
+        OpenAiSettings {
+            base_url: "https://api.openai.com/v1".into(),
+            model: "gpt-4o-mini".into(),
+            api_key: None,
+            timeout_secs: 60,
+            max_tool_rounds: 4,
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenAiSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiSettings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeout_secs", &self.timeout_secs)
+            .field("max_tool_rounds", &self.max_tool_rounds)
+            .finish()
+    }
+}
+
+/// Limits that protect the server. Every one is enforced where it says.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest NLIP message accepted over HTTP or WebSocket, in bytes (413 / NLIP error).
+    pub max_message_bytes: usize,
+    /// Largest out-of-band upload, in bytes.
+    pub max_upload_bytes: usize,
+    /// Longest time one request may take before it is answered with a timeout error.
+    pub request_timeout_ms: u64,
+    /// Interval between WebSocket pings; a connection silent for three intervals is closed.
+    pub ws_ping_interval_ms: u64,
+    /// How many earlier messages of a conversation the reasoner sees.
+    pub history_messages: u32,
+    /// Requests per second allowed per client address (0 turns rate limiting off).
+    pub rate_limit_per_second: u32,
+    /// Burst size on top of the steady rate.
+    pub rate_limit_burst: u32,
+    /// Most concurrent requests the server works on; more wait in line.
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: 1 << 20,
+            max_upload_bytes: 64 << 20,
+            request_timeout_ms: 30_000,
+            ws_ping_interval_ms: 20_000,
+            history_messages: 20,
+            rate_limit_per_second: 0,
+            rate_limit_burst: 50,
+            max_concurrent_requests: 1024,
+        }
+    }
+}
+
+/// The complete, validated configuration of `parley serve`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Address of the NLIP end-point (HTTP and WebSocket).
+    pub listen: SocketAddr,
+    /// Address of the out-of-band upload end-point (ECMA-431: a different port).
+    pub upload_listen: SocketAddr,
+    /// Base URL announced for uploads, when clients reach the upload port under another name.
+    pub upload_public_url: Option<String>,
+    /// Where the embedded database and other files live.
+    pub data_dir: PathBuf,
+    /// `sqlite://…` or `postgres://…`; defaults to a SQLite file in `data_dir`.
+    pub database_url: Option<String>,
+    /// The capabilities file (TOML or JSON). Without one the agent can only talk.
+    pub capabilities: Option<PathBuf>,
+    /// This agent's identity, appended to the tokens it creates (`conversation_<id>`).
+    pub agent_id: String,
+    pub reasoner: ReasonerKind,
+    pub openai: OpenAiSettings,
+    pub limits: Limits,
+    pub log_format: LogFormat,
+    pub sandbox: parley_sandbox::SandboxConfig,
+    pub negotiation: crate::negotiation::provider::NegotiationLimits,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            upload_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            upload_public_url: None,
+            data_dir: PathBuf::from("data"),
+            database_url: None,
+            capabilities: None,
+            agent_id: "parley".into(),
+            reasoner: ReasonerKind::Builtin,
+            openai: OpenAiSettings::default(),
+            limits: Limits::default(),
+            log_format: LogFormat::Text,
+            sandbox: parley_sandbox::SandboxConfig::default(),
+            negotiation: Default::default(),
+        }
+    }
+}
+
+/// Flags of `parley serve`; each also reads a `PARLEY_*` environment variable.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// TOML config file; flags and environment override it.
+    #[arg(long, env = "PARLEY_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address of the NLIP end-point [default: 127.0.0.1:8080]
+    #[arg(long, env = "PARLEY_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Address of the upload end-point [default: 127.0.0.1:8081]
+    #[arg(long, env = "PARLEY_UPLOAD_LISTEN")]
+    pub upload_listen: Option<SocketAddr>,
+    /// Base URL announced for uploads [default: http://<upload-listen>]
+    #[arg(long, env = "PARLEY_UPLOAD_PUBLIC_URL")]
+    pub upload_public_url: Option<String>,
+    /// Directory for the embedded database [default: ./data]
+    #[arg(long, env = "PARLEY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// sqlite://PATH or postgres://… [default: sqlite in the data directory]
+    #[arg(long, env = "PARLEY_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Capabilities file (TOML or JSON)
+    #[arg(long, env = "PARLEY_CAPABILITIES")]
+    pub capabilities: Option<PathBuf>,
+    /// Identity appended to tokens this agent creates [default: parley]
+    #[arg(long, env = "PARLEY_AGENT_ID")]
+    pub agent_id: Option<String>,
+    /// Reasoner backend [default: builtin]
+    #[arg(long, env = "PARLEY_REASONER")]
+    pub reasoner: Option<ReasonerKind>,
+    /// Base URL of the OpenAI-compatible API
+    #[arg(long, env = "PARLEY_OPENAI_BASE_URL")]
+    pub openai_base_url: Option<String>,
+    /// Model name for the OpenAI-compatible API
+    #[arg(long, env = "PARLEY_OPENAI_MODEL")]
+    pub openai_model: Option<String>,
+    /// API key for the OpenAI-compatible API
+    #[arg(long, env = "PARLEY_OPENAI_API_KEY", hide_env_values = true)]
+    pub openai_api_key: Option<String>,
+    /// Largest NLIP message in bytes [default: 1048576]
+    #[arg(long, env = "PARLEY_MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: Option<usize>,
+    /// Largest upload in bytes [default: 67108864]
+    #[arg(long, env = "PARLEY_MAX_UPLOAD_BYTES")]
+    pub max_upload_bytes: Option<usize>,
+    /// Request timeout in milliseconds [default: 30000]
+    #[arg(long, env = "PARLEY_REQUEST_TIMEOUT_MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Requests per second per client address, 0 = unlimited [default: 0]
+    #[arg(long, env = "PARLEY_RATE_LIMIT")]
+    pub rate_limit: Option<u32>,
+    /// Proposals per negotiation before it ends as rejected [default: 10]
+    #[arg(long, env = "PARLEY_MAX_ROUNDS")]
+    pub max_rounds: Option<u32>,
+    /// Log format [default: text]
+    #[arg(long, env = "PARLEY_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+}
+
+impl Settings {
+    /// Builds the settings from defaults, the config file and the flags, then validates.
+    pub fn load(args: &ServeArgs) -> Result<Settings, ConfigError> {
+        let mut s = match &args.config {
+            Some(path) => Settings::from_file(path)?,
+            None => Settings::default(),
+        };
+        macro_rules! set {
+            ($($arg:ident => $($field:ident).+),* $(,)?) => {
+                $(if let Some(v) = &args.$arg { s.$($field).+ = v.clone().into(); })*
+            };
+        }
+        set!(
+            listen => listen,
+            upload_listen => upload_listen,
+            upload_public_url => upload_public_url,
+            data_dir => data_dir,
+            database_url => database_url,
+            capabilities => capabilities,
+            agent_id => agent_id,
+            reasoner => reasoner,
+            openai_base_url => openai.base_url,
+            openai_model => openai.model,
+            openai_api_key => openai.api_key,
+            max_message_bytes => limits.max_message_bytes,
+            max_upload_bytes => limits.max_upload_bytes,
+            request_timeout_ms => limits.request_timeout_ms,
+            rate_limit => limits.rate_limit_per_second,
+            log_format => log_format,
+            max_rounds => negotiation.max_rounds,
+        );
+        s.validate()?;
+        Ok(s)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Checks every setting that could otherwise fail late or behave absurdly.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen == self.upload_listen && self.listen.port() != 0 {
+            return Err(invalid(
+                "upload_listen",
+                "must differ from listen (ECMA-431 puts uploads on another port)",
+            ));
+        }
+        if self.agent_id.is_empty()
+            || !self
+                .agent_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'))
+        {
+            return Err(invalid(
+                "agent_id",
+                "must be non-empty and use only letters, digits, '.' and '-'",
+            ));
+        }
+        if let Some(url) = &self.database_url {
+            let ok = ["sqlite:", "postgres://", "postgresql://"]
+                .iter()
+                .any(|p| url.starts_with(p));
+            if !ok {
+                return Err(invalid(
+                    "database_url",
+                    "must start with sqlite:, postgres:// or postgresql://",
+                ));
+            }
+        }
+        if let Some(url) = &self.upload_public_url {
+            url::Url::parse(url)
+                .map_err(|e| invalid("upload_public_url", format!("not a URL: {e}")))?;
+        }
+        let l = &self.limits;
+        if l.max_message_bytes < 64 {
+            return Err(invalid("limits.max_message_bytes", "must be at least 64"));
+        }
+        if l.max_upload_bytes == 0 {
+            return Err(invalid("limits.max_upload_bytes", "must be positive"));
+        }
+        if l.request_timeout_ms == 0 {
+            return Err(invalid("limits.request_timeout_ms", "must be positive"));
+        }
+        if l.ws_ping_interval_ms < 100 {
+            return Err(invalid(
+                "limits.ws_ping_interval_ms",
+                "must be at least 100",
+            ));
+        }
+        if l.max_concurrent_requests == 0 {
+            return Err(invalid(
+                "limits.max_concurrent_requests",
+                "must be positive",
+            ));
+        }
+        if l.rate_limit_per_second > 0 && l.rate_limit_burst == 0 {
+            return Err(invalid(
+                "limits.rate_limit_burst",
+                "must be positive when rate limiting is on",
+            ));
+        }
+        if self.reasoner == ReasonerKind::Openai {
+            url::Url::parse(&self.openai.base_url)
+                .map_err(|e| invalid("openai.base_url", format!("not a URL: {e}")))?;
+            if self.openai.model.trim().is_empty() {
+                return Err(invalid("openai.model", "must not be empty"));
+            }
+        }
+        if let Some(path) = &self.capabilities
+            && !path.is_file()
+        {
+            return Err(invalid(
+                "capabilities",
+                format!("{} is not a readable file", path.display()),
+            ));
+        }
+        if self.negotiation.max_rounds == 0 {
+            return Err(invalid("negotiation.max_rounds", "must be at least 1"));
+        }
+        self.sandbox
+            .validate()
+            .map_err(|e| invalid("sandbox", e.to_string()))?;
+        Ok(())
+    }
+
+    /// The database URL in force: the configured one, or a SQLite file in the data dir.
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| {
+            format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("parley.db").display()
+            )
+        })
+    }
+
+    /// The URL announced for uploads (§6.4).
+    pub fn upload_base_url(&self, bound: SocketAddr) -> String {
+        self.upload_public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{bound}"))
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.limits.request_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        Settings::default().validate().expect("defaults are valid");
+        assert!(
+            Settings::default()
+                .database_url()
+                .starts_with("sqlite://data/")
+        );
+    }
+
+    #[test]
+    fn file_then_flags_override() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("parley.toml");
+        std::fs::write(
+            &file,
+            "agent_id = \"from-file\"\n[limits]\nmax_message_bytes = 4096\n",
+        )
+        .expect("write");
+        let args = ServeArgs {
+            config: Some(file),
+            agent_id: Some("from-flag".into()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::load(&args).expect("valid");
+        assert_eq!(s.agent_id, "from-flag");
+        assert_eq!(s.limits.max_message_bytes, 4096);
+    }
+
+    #[test]
+    fn bad_settings_name_the_setting() {
+        let cases: Vec<(ServeArgs, &str)> = vec![
+            (
+                ServeArgs {
+                    database_url: Some("mysql://x".into()),
+                    ..Default::default()
+                },
+                "database_url",
+            ),
+            (
+                ServeArgs {
+                    agent_id: Some("has space".into()),
+                    ..Default::default()
+                },
+                "agent_id",
+            ),
+            (
+                ServeArgs {
+                    max_message_bytes: Some(1),
+                    ..Default::default()
+                },
+                "limits.max_message_bytes",
+            ),
+            (
+                ServeArgs {
+                    capabilities: Some("/nonexistent/caps.toml".into()),
+                    ..Default::default()
+                },
+                "capabilities",
+            ),
+            (
+                ServeArgs {
+                    listen: Some("127.0.0.1:9000".parse().expect("addr")),
+                    upload_listen: Some("127.0.0.1:9000".parse().expect("addr")),
+                    ..Default::default()
+                },
+                "upload_listen",
+            ),
+        ];
+        for (args, setting) in cases {
+            let err = Settings::load(&args).expect_err(setting);
+            assert!(err.to_string().contains(setting), "{setting}: {err}");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "no_such_setting = 1\n").expect("write");
+        let err = Settings::load(&ServeArgs {
+            config: Some(file),
+            ..Default::default()
+        })
+        .expect_err("unknown key");
+        assert!(err.to_string().contains("no_such_setting"), "{err}");
+    }
+}

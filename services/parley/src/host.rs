@@ -1,0 +1,32 @@
+//! The bridge that lets sandboxed handlers reach declared capabilities through the one
+//! host function the sandbox exposes.
+
+use std::sync::Arc;
+
+use parley_capabilities::Capabilities;
+use serde_json::Value;
+
+/// Performs a handler's `host.call` with the real capability bindings. The sandbox calls it
+/// on one of its own threads, never on an async worker, so blocking on the runtime is safe.
+#[derive(Debug, Clone)]
+pub struct CapabilityBridge {
+    capabilities: Arc<Capabilities>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl CapabilityBridge {
+    pub fn new(capabilities: Arc<Capabilities>, runtime: tokio::runtime::Handle) -> Arc<Self> {
+        Arc::new(CapabilityBridge {
+            capabilities,
+            runtime,
+        })
+    }
+}
+
+impl parley_sandbox::CapabilityHost for CapabilityBridge {
+    fn call(&self, capability: &str, args: Value) -> Result<Value, String> {
+        self.runtime
+            .block_on(self.capabilities.invoke(capability, args))
+            .map_err(|e| format!("{}: {e}", e.code()))
+    }
+}

@@ -1,0 +1,829 @@
+//! The provider's side: answers meta-protocol messages with the [`ProviderSession`] state
+//! machine, evaluates proposals with the protocol reasoner, generates and verifies handlers
+//! in the sandbox, and serves application messages through active handlers.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use parley_capabilities::Capabilities;
+use parley_negotiator::{
+    CapabilitySpec, FixVerdict, GeneratedHandler, MetaMessage, NegotiationError, ProtocolDoc,
+    ProtocolHash, ProtocolReasoner, ProviderSession, Reasoner, SessionConfig, Step, Verdict,
+    anp::NlMessageType,
+    verify::{verify, verify_cases},
+};
+use parley_nlip::Message;
+use parley_sandbox::Sandbox;
+use parley_store::{
+    Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewHandler, NewNegotiation,
+    Role, Store, StoreError,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::runner::{ActiveProtocol, LoadError, ProtocolCache, SandboxRunner, publish};
+use crate::error::ApiError;
+use crate::host::CapabilityBridge;
+use crate::metrics;
+
+/// Which protocol reasoner evaluates proposals and writes handlers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolBackend {
+    /// `builtin` with the built-in reasoner; `hybrid` when a model is configured.
+    #[default]
+    Auto,
+    /// Deterministic field mapping only; never calls a model.
+    Builtin,
+    /// Built-in first, the model only when the built-in backend cannot decide.
+    Hybrid,
+    /// The model for every decision (needs the openai reasoner settings).
+    Openai,
+}
+
+/// Settings of the provider's negotiation.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NegotiationLimits {
+    /// Which protocol reasoner to use.
+    pub backend: ProtocolBackend,
+    /// Proposals per negotiation (both sides counted) before it ends as rejected.
+    pub max_rounds: u32,
+    /// How often a handler that fails verification is regenerated before giving up.
+    pub fix_attempts: u32,
+}
+
+impl Default for NegotiationLimits {
+    fn default() -> Self {
+        NegotiationLimits {
+            backend: ProtocolBackend::Auto,
+            max_rounds: 10,
+            fix_attempts: 2,
+        }
+    }
+}
+
+/// The result of building a handler for an agreed protocol.
+#[derive(Debug)]
+enum Built {
+    /// Generated and verified.
+    Verified,
+    /// Generation or verification failed on our side.
+    Failed(String),
+    /// The handler's answers follow the protocol's schema but differ from the peer's test
+    /// expectations even after fixing: the expectation itself may be wrong, so the peer is
+    /// asked through `fixErrorNegotiation`.
+    PeerExpectation(String),
+}
+
+impl Built {
+    fn into_result(self) -> Result<(), String> {
+        match self {
+            Built::Verified => Ok(()),
+            Built::Failed(why) | Built::PeerExpectation(why) => Err(why),
+        }
+    }
+}
+
+/// What the provider keeps in the conversation's state between messages.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Stored {
+    negotiation_id: Uuid,
+    session: ProviderSession,
+    /// The candidate handler built for the agreed protocol, once there is one.
+    handler_id: Option<Uuid>,
+    handler: Option<GeneratedHandler>,
+}
+
+/// The provider role.
+#[derive(Debug)]
+pub struct Provider {
+    pub store: Arc<dyn Store>,
+    pub capabilities: Arc<Capabilities>,
+    pub specs: Vec<CapabilitySpec>,
+    pub reasoner: Arc<dyn ProtocolReasoner>,
+    pub nl: Arc<dyn Reasoner>,
+    pub sandbox: Arc<Sandbox>,
+    pub runner: SandboxRunner,
+    pub cache: ProtocolCache,
+    pub limits: NegotiationLimits,
+    /// Per-peer call counts, written to the store in batches (see [`UsageCounts`]).
+    pub usage: Arc<UsageCounts>,
+}
+
+/// Protocol usage counted in memory and flushed to the store once a second (and at
+/// shutdown): the 0-RTT path must not pay a database write per message.
+#[derive(Debug, Default)]
+pub struct UsageCounts {
+    pending: std::sync::Mutex<std::collections::HashMap<(String, ProtocolHash), (u64, u64)>>,
+}
+
+impl UsageCounts {
+    fn count(&self, peer: &str, hash: &ProtocolHash, ok: bool) {
+        let mut pending = self.pending.lock().expect("usage lock is never poisoned");
+        let entry = pending.entry((peer.to_owned(), *hash)).or_default();
+        if ok {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
+
+    /// Writes what has been counted since the last flush.
+    pub async fn flush(&self, store: &Arc<dyn Store>) {
+        let batch =
+            std::mem::take(&mut *self.pending.lock().expect("usage lock is never poisoned"));
+        for ((peer, hash), (ok, errors)) in batch {
+            if let Err(e) = store
+                .record_usage(&peer, &hash.to_string(), ok, errors)
+                .await
+            {
+                tracing::warn!(error = %e, "could not record protocol usage");
+            }
+        }
+    }
+
+    /// Flushes every `period` until the returned task is aborted.
+    pub fn spawn_flusher(
+        self: &Arc<Self>,
+        store: Arc<dyn Store>,
+        period: std::time::Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let counts = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            loop {
+                tick.tick().await;
+                counts.flush(&store).await;
+            }
+        })
+    }
+}
+
+/// Per-message working state of [`Provider::handle_meta`].
+struct Turn {
+    outbox: Vec<MetaMessage>,
+    summary: Vec<String>,
+    mapping: Option<parley_negotiator::Mapping>,
+    /// A rule break by the peer: answered as an NLIP error.
+    violation: Option<NegotiationError>,
+    /// What the peer's hello announced; `None` when it sent none (then the seed's full set
+    /// is assumed).
+    peer_capabilities: Option<Vec<String>>,
+}
+
+impl Turn {
+    fn peer_supports(&self, capability: &str) -> bool {
+        self.peer_capabilities
+            .as_ref()
+            .is_none_or(|caps| caps.iter().any(|c| c == capability))
+    }
+}
+
+impl Provider {
+    pub fn new(
+        store: Arc<dyn Store>,
+        capabilities: Arc<Capabilities>,
+        reasoner: Arc<dyn ProtocolReasoner>,
+        nl: Arc<dyn Reasoner>,
+        sandbox: Arc<Sandbox>,
+        limits: NegotiationLimits,
+    ) -> Self {
+        Provider {
+            specs: CapabilitySpec::all(&capabilities),
+            runner: SandboxRunner::new(sandbox.clone(), capabilities.clone()),
+            store,
+            capabilities,
+            reasoner,
+            nl,
+            sandbox,
+            cache: ProtocolCache::default(),
+            limits,
+            usage: Arc::default(),
+        }
+    }
+
+    /// Answers the meta-protocol messages of one control message in conversation `cid`.
+    pub async fn handle_meta(
+        &self,
+        cid: &str,
+        peer: &str,
+        values: Vec<Value>,
+    ) -> Result<(Message, Option<ApiError>), ApiError> {
+        let conversation = self
+            .store
+            .get_conversation(cid)
+            .await?
+            .ok_or_else(|| ApiError::UnknownConversation(cid.to_owned()))?;
+        let mut state = conversation.state.clone();
+        let mut stored: Option<Stored> = state
+            .get("negotiation")
+            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        let mut hello_seen = false;
+        let mut turn = Turn {
+            peer_capabilities: state
+                .get("peer_capabilities")
+                .and_then(|v| serde_json::from_value(v.clone()).ok()),
+            outbox: Vec::new(),
+            summary: Vec::new(),
+            mapping: None,
+            violation: None,
+        };
+        for value in values {
+            metrics::negotiation_message("inbound");
+            let parsed = MetaMessage::from_value(value.clone());
+            match parsed {
+                Ok(MetaMessage::SourceHello(hello)) => {
+                    // Only what both sides support is used: remember what the peer announced.
+                    state["peer_capabilities"] =
+                        json!(hello.meta_protocol.supported_capabilities.clone());
+                    hello_seen = true;
+                    let offered = hello.meta_protocol.offered_hashes();
+                    let mut known = HashSet::new();
+                    for h in offered {
+                        if self.store.active_handler(&h.to_string()).await?.is_some() {
+                            known.insert(h);
+                        }
+                    }
+                    let answer = hello.meta_protocol.answer(|h| known.contains(h));
+                    turn.summary.push(match &known.iter().next() {
+                        Some(h) => format!(
+                            "Protocol {h} is known here: send application messages directly."
+                        ),
+                        None => "Hello. No offered protocol is known here; propose one.".to_owned(),
+                    });
+                    turn.outbox.push(answer);
+                    continue;
+                }
+                Ok(MetaMessage::DestinationHello(_)) => continue,
+                _ => {}
+            }
+            let fresh = match &stored {
+                Some(st) => st.session.is_closed() && parsed.is_ok(),
+                None => true,
+            };
+            if fresh {
+                let negotiation = self
+                    .store
+                    .start_negotiation(NewNegotiation {
+                        conversation_id: cid.to_owned(),
+                        role: Role::Provider,
+                        peer: peer.to_owned(),
+                    })
+                    .await?;
+                stored = Some(Stored {
+                    negotiation_id: negotiation.id,
+                    session: ProviderSession::new(SessionConfig {
+                        max_rounds: self.limits.max_rounds,
+                    }),
+                    handler_id: None,
+                    handler: None,
+                });
+            }
+            let st = stored.as_mut().expect("a session exists from here on");
+            self.store
+                .append_transcript(st.negotiation_id, Direction::Inbound, &value)
+                .await?;
+            let step = st.session.receive_value(value);
+            self.drive(st, step, &mut turn, peer).await?;
+        }
+        if stored.is_none() && hello_seen {
+            self.store
+                .update_conversation_state(cid, conversation.version, &state)
+                .await?;
+        }
+        if let Some(st) = &stored {
+            for m in &turn.outbox {
+                metrics::negotiation_message("outbound");
+                self.store
+                    .append_transcript(st.negotiation_id, Direction::Outbound, &m.to_value())
+                    .await?;
+            }
+            state["negotiation"] = serde_json::to_value(st).expect("session state serializes");
+            match self
+                .store
+                .update_conversation_state(cid, conversation.version, &state)
+                .await
+            {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. }) => {
+                    return Err(ApiError::internal(anyhow::anyhow!(
+                        "concurrent negotiation messages in conversation {cid}"
+                    )));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let summary = if turn.summary.is_empty() {
+            "Meta-protocol message processed.".to_owned()
+        } else {
+            turn.summary.join(" ")
+        };
+        let reply = super::wrap(summary, &turn.outbox);
+        let violation = turn.violation.map(|e| ApiError::Negotiation {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        });
+        Ok((reply, violation))
+    }
+
+    /// Runs session steps until the session waits for the peer or ends.
+    async fn drive(
+        &self,
+        st: &mut Stored,
+        mut step: Step,
+        turn: &mut Turn,
+        peer: &str,
+    ) -> Result<(), ApiError> {
+        loop {
+            step = match step {
+                Step::Send(m) => {
+                    turn.outbox.push(m);
+                    return Ok(());
+                }
+                Step::Wait | Step::TestCasesRejected { .. } => {
+                    return Ok(());
+                }
+                Step::FixDeclined { reason } => {
+                    if st.handler_id.is_some() {
+                        return Ok(());
+                    }
+                    // The peer keeps expectations our verified answers do not meet: no
+                    // handler can be activated for this protocol.
+                    turn.summary
+                        .push(format!("The peer keeps its test expectations: {reason}"));
+                    st.session
+                        .code_generated(Err(format!("test expectations not met: {reason}")))
+                }
+                Step::Evaluate { text, hash } => {
+                    let verdict = self.evaluate(&text, turn).await?;
+                    turn.summary.push(match &verdict {
+                        Verdict::Accept => format!("Protocol {hash} accepted."),
+                        Verdict::Counter { .. } => format!("Protocol {hash} cannot be served as written; counter-proposal attached."),
+                        Verdict::Reject { reason } => format!("Protocol {hash} rejected: {reason}"),
+                    });
+                    st.session.evaluated(&hash, verdict)
+                }
+                Step::Accepted { text, send, .. } => {
+                    turn.outbox.extend(send);
+                    self.store.put_protocol(&text).await?;
+                    let built = self
+                        .build_handler(&text, turn.mapping.take(), None, st)
+                        .await?;
+                    match built {
+                        Built::Verified => {
+                            turn.summary.push(
+                                "Handler generated and verified against the test cases.".to_owned(),
+                            );
+                            st.session.code_generated(Ok(()))
+                        }
+                        Built::Failed(why) => {
+                            turn.summary
+                                .push(format!("Handler generation failed: {why}"));
+                            st.session.code_generated(Err(why))
+                        }
+                        Built::PeerExpectation(why)
+                            if !turn.peer_supports(
+                                parley_negotiator::anp::capability::FIX_ERROR_NEGOTIATION,
+                            ) =>
+                        {
+                            turn.summary
+                                .push(format!("Handler verification failed: {why}"));
+                            st.session.code_generated(Err(why))
+                        }
+                        Built::PeerExpectation(why) => {
+                            turn.summary.push("The handler's answers follow the protocol but not the test expectations; please check them.".to_owned());
+                            st.session.report_error(why)
+                        }
+                    }
+                }
+                Step::Ready { hash, send } => {
+                    turn.outbox.extend(send);
+                    self.activate(st, &hash, peer).await?;
+                    turn.summary.push(format!(
+                        "Protocol {hash} is active: send application messages with a `protocol` token."
+                    ));
+                    return Ok(());
+                }
+                Step::Rejected { reason, send } => {
+                    turn.outbox.extend(send);
+                    self.close(st, &reason).await?;
+                    turn.summary.push(format!("Negotiation ended: {reason}"));
+                    if is_violation(&reason) {
+                        turn.violation = Some(reason);
+                    }
+                    return Ok(());
+                }
+                Step::EvaluateTestCases { test_cases } => {
+                    let verdict = self.evaluate_test_cases(st, &test_cases).await?;
+                    st.session.test_cases_evaluated(verdict)
+                }
+                Step::TestCasesAgreed { send, .. } => {
+                    turn.outbox.extend(send);
+                    turn.summary
+                        .push("Test cases agreed; the handler passes them.".to_owned());
+                    return Ok(());
+                }
+                Step::FixError { description } => {
+                    let verdict = match self.rebuild(st, &description).await? {
+                        Built::Verified => FixVerdict::Fix,
+                        Built::Failed(why) | Built::PeerExpectation(why) => {
+                            FixVerdict::Decline { reason: why }
+                        }
+                    };
+                    st.session.fix_evaluated(verdict)
+                }
+                Step::Regenerate { description, send } => {
+                    turn.outbox.extend(send);
+                    // The fix was already built and verified when the report was evaluated.
+                    let result = if st.handler_id.is_some() {
+                        Ok(())
+                    } else {
+                        self.rebuild(st, &description).await?.into_result()
+                    };
+                    turn.summary
+                        .push("Handler regenerated from the error report.".to_owned());
+                    st.session.code_generated(result)
+                }
+                Step::Converse(nl) => {
+                    if nl.message_type == NlMessageType::Request {
+                        let answer = self
+                            .nl
+                            .answer(parley_negotiator::NlRequest {
+                                text: nl.message.clone(),
+                                language: parley_nlip::DEFAULT_LANGUAGE.into(),
+                                history: Vec::new(),
+                            })
+                            .await
+                            .map_err(|e| ApiError::Reasoner {
+                                code: e.code().to_owned(),
+                                message: e.to_string(),
+                            })?;
+                        metrics::reasoner_call(self.nl.backend(), "answer");
+                        turn.outbox.push(MetaMessage::natural_language(
+                            NlMessageType::Response,
+                            nl.message_id.clone(),
+                            answer.text,
+                        ));
+                    }
+                    return Ok(());
+                }
+            };
+        }
+    }
+
+    /// The reasoner's verdict on a proposal; a backend failure is an error for the caller,
+    /// never an empty or default verdict.
+    async fn evaluate(&self, text: &str, turn: &mut Turn) -> Result<Verdict, ApiError> {
+        let doc = match ProtocolDoc::parse(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                return Ok(Verdict::Reject {
+                    reason: format!("the protocol document is not usable: {e}"),
+                });
+            }
+        };
+        metrics::reasoner_call(self.reasoner.backend(), "evaluate");
+        let evaluation = self
+            .reasoner
+            .evaluate(&doc, &self.specs)
+            .await
+            .map_err(reasoner_error)?;
+        let verdict = evaluation.verdict();
+        if let parley_negotiator::Evaluation::Accept { mapping } = evaluation {
+            turn.mapping = Some(mapping);
+        }
+        Ok(verdict)
+    }
+
+    /// Generates a handler for `text`, verifies it in the sandbox against the protocol's
+    /// test cases (plus `extra` agreed ones), and regenerates it from the failure a bounded
+    /// number of times. `Ok(Err(why))` is a verification or generation failure to report
+    /// to the peer; `Err` is a failure of our own infrastructure.
+    async fn build_handler(
+        &self,
+        text: &str,
+        mapping: Option<parley_negotiator::Mapping>,
+        previous: Option<(GeneratedHandler, String)>,
+        st: &mut Stored,
+    ) -> Result<Built, ApiError> {
+        let doc = match ProtocolDoc::parse(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                return Ok(Built::Failed(format!(
+                    "the agreed text is not a protocol document: {e}"
+                )));
+            }
+        };
+        if doc.test_cases().is_empty() {
+            return Ok(Built::Failed(
+                "the protocol has no test cases; Parley only activates verified handlers".into(),
+            ));
+        }
+        let mut generated = match previous {
+            None => {
+                metrics::reasoner_call(self.reasoner.backend(), "generate");
+                match self
+                    .reasoner
+                    .generate_handler(&doc, &self.specs, mapping.as_ref())
+                    .await
+                {
+                    Ok(g) => g,
+                    Err(e) if e.is_backend_failure() => return Err(reasoner_error(e)),
+                    Err(e) => return Ok(Built::Failed(e.to_string())),
+                }
+            }
+            Some((previous, failure)) => {
+                metrics::reasoner_call(self.reasoner.backend(), "fix");
+                match self
+                    .reasoner
+                    .fix_handler(&doc, &self.specs, &previous, &failure)
+                    .await
+                {
+                    Ok(g) => g,
+                    Err(e) if e.is_backend_failure() => return Err(reasoner_error(e)),
+                    Err(e) => return Ok(Built::Failed(e.to_string())),
+                }
+            }
+        };
+        let hash = doc.hash().to_string();
+        let mut attempt = 0;
+        loop {
+            let candidate = self
+                .store
+                .insert_handler_candidate(NewHandler {
+                    protocol_hash: hash.clone(),
+                    source: generated.source.clone(),
+                    backend: self.reasoner.backend().to_owned(),
+                    capabilities: generated.grants.clone(),
+                })
+                .await?;
+            let report = match self.runner.add(&generated.source, &generated.grants).await {
+                Ok(key) => verify(&doc, &self.runner, &key).await,
+                Err(e) => {
+                    let failure = format!("the handler does not load: {}: {e}", e.code());
+                    self.store
+                        .record_handler_verification(
+                            candidate.id,
+                            false,
+                            &json!({"error": failure}),
+                        )
+                        .await?;
+                    return Ok(Built::Failed(failure));
+                }
+            };
+            let report_json = serde_json::to_value(&report).unwrap_or(Value::Null);
+            self.store
+                .record_handler_verification(candidate.id, report.passed(), &report_json)
+                .await?;
+            if report.passed() {
+                st.handler_id = Some(candidate.id);
+                st.handler = Some(generated);
+                return Ok(Built::Verified);
+            }
+            let failure = report.failure_description();
+            // Schema-valid answers that differ only from the expectations point at the
+            // expectations, once our own fixes are exhausted.
+            let expectation_only = report.failed().all(|c| {
+                c.response.is_some()
+                    && !c
+                        .failures
+                        .iter()
+                        .any(|f| f.starts_with("response schema violation"))
+            });
+            let give_up = |failure: String| {
+                if expectation_only {
+                    Built::PeerExpectation(failure)
+                } else {
+                    Built::Failed(failure)
+                }
+            };
+            attempt += 1;
+            if attempt > self.limits.fix_attempts {
+                return Ok(give_up(failure));
+            }
+            metrics::reasoner_call(self.reasoner.backend(), "fix");
+            generated = match self
+                .reasoner
+                .fix_handler(&doc, &self.specs, &generated, &failure)
+                .await
+            {
+                Ok(g) => g,
+                Err(e) if e.is_backend_failure() => return Err(reasoner_error(e)),
+                // The backend has nothing better: the failure stands.
+                Err(_) => return Ok(give_up(failure)),
+            };
+        }
+    }
+
+    /// Regenerates the handler of the agreed protocol from a failure description.
+    async fn rebuild(&self, st: &mut Stored, failure: &str) -> Result<Built, ApiError> {
+        let Some((_, text)) = st.session.agreed().map(|(h, t)| (h, t.to_owned())) else {
+            return Ok(Built::Failed("no protocol is agreed".into()));
+        };
+        let previous = st.handler.clone().map(|h| (h, failure.to_owned()));
+        self.build_handler(&text, None, previous, st).await
+    }
+
+    /// Runs proposed test cases against the current handler.
+    async fn evaluate_test_cases(&self, st: &mut Stored, text: &str) -> Result<Verdict, ApiError> {
+        let cases = match parley_negotiator::parse_test_cases(text) {
+            Ok(c) if !c.is_empty() => c,
+            Ok(_) => {
+                return Ok(Verdict::Reject {
+                    reason: "no test cases".into(),
+                });
+            }
+            Err(e) => {
+                return Ok(Verdict::Reject {
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let (Some((_, agreed)), Some(handler)) = (st.session.agreed(), st.handler.clone()) else {
+            return Ok(Verdict::Reject {
+                reason: "no handler to test yet".into(),
+            });
+        };
+        let doc = match ProtocolDoc::parse(agreed) {
+            Ok(d) => d,
+            Err(e) => {
+                return Ok(Verdict::Reject {
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let key = match self.runner.add(&handler.source, &handler.grants).await {
+            Ok(k) => k,
+            Err(e) => {
+                return Ok(Verdict::Reject {
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let report = verify_cases(&doc, &cases, &self.runner, &key).await;
+        if report.passed() {
+            Ok(Verdict::Accept)
+        } else {
+            Ok(Verdict::Reject {
+                reason: report.failure_description(),
+            })
+        }
+    }
+
+    /// Both sides generated code: activate the handler, record the agreement, serve it.
+    async fn activate(
+        &self,
+        st: &mut Stored,
+        hash: &ProtocolHash,
+        peer: &str,
+    ) -> Result<(), ApiError> {
+        let (Some(id), Some(generated)) = (st.handler_id, st.handler.clone()) else {
+            return Err(ApiError::internal(anyhow::anyhow!(
+                "ready without a verified handler"
+            )));
+        };
+        self.store.activate_handler(id).await?;
+        self.store
+            .record_agreement(NewAgreement {
+                peer: peer.to_owned(),
+                peer_url: None,
+                protocol_hash: hash.to_string(),
+                role: Role::Provider,
+            })
+            .await?;
+        self.finish(
+            st,
+            NegotiationStatus::Accepted,
+            Some(hash.to_string()),
+            None,
+        )
+        .await?;
+        let text = st
+            .session
+            .agreed()
+            .map(|(_, t)| t.to_owned())
+            .unwrap_or_default();
+        let doc = ProtocolDoc::parse(text).map_err(ApiError::internal)?;
+        let handler = publish(&self.sandbox, &generated.source)
+            .await
+            .map_err(ApiError::internal)?;
+        self.cache.insert(
+            *hash,
+            ActiveProtocol {
+                doc: Arc::new(doc),
+                handler,
+                grants: generated.grants.iter().cloned().collect(),
+            },
+        );
+        metrics::negotiation_outcome("accepted");
+        Ok(())
+    }
+
+    async fn close(&self, st: &mut Stored, reason: &NegotiationError) -> Result<(), ApiError> {
+        let status = match reason {
+            NegotiationError::Timeout { .. } => NegotiationStatus::Timeout,
+            NegotiationError::CodeGeneration { .. } => NegotiationStatus::Failed,
+            _ => NegotiationStatus::Rejected,
+        };
+        metrics::negotiation_outcome(status.as_str());
+        self.finish(st, status, None, Some(reason.code().to_owned()))
+            .await
+    }
+
+    async fn finish(
+        &self,
+        st: &Stored,
+        status: NegotiationStatus,
+        protocol_hash: Option<String>,
+        reason: Option<String>,
+    ) -> Result<(), ApiError> {
+        let outcome = NegotiationOutcome {
+            status,
+            protocol_hash,
+            rounds: i64::from(st.session.rounds()),
+            reason,
+        };
+        match self
+            .store
+            .finish_negotiation(st.negotiation_id, outcome)
+            .await
+        {
+            // A negotiation already finished (a rule break after agreement) stays as recorded.
+            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Serves one application message through the active handler of `hash`: no reasoner,
+    /// no negotiation, just schema checks and the sandboxed handler.
+    pub async fn application(
+        &self,
+        hash: &ProtocolHash,
+        request: &Value,
+        peer: &str,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Value, ApiError> {
+        let (active, hit) = match self.cache.get(hash, &self.store, &self.sandbox).await {
+            Ok(found) => found,
+            Err(LoadError::Unknown) => {
+                metrics::protocol_cache("miss");
+                return Err(ApiError::UnknownProtocol(hash.to_string()));
+            }
+            Err(e) => return Err(ApiError::internal(e)),
+        };
+        metrics::protocol_cache(if hit { "hit" } else { "miss" });
+        if let Err(v) = active.doc.validate_request(request) {
+            metrics::handler_call("invalid_request");
+            return Err(ApiError::InvalidProtocolMessage(v.to_string()));
+        }
+        let host = CapabilityBridge::new(self.capabilities.clone(), runtime);
+        let result = self
+            .sandbox
+            .call(&active.handler, request, &active.grants, host)
+            .await;
+        self.usage.count(peer, hash, result.is_ok());
+        let output = match result {
+            Ok(out) => out.output,
+            Err(e) => {
+                metrics::handler_call(e.code());
+                return Err(ApiError::Handler {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        if let Err(v) = active.doc.validate_response(&output) {
+            metrics::handler_call("invalid_response");
+            return Err(ApiError::Handler {
+                code: "invalid_response".into(),
+                message: v.to_string(),
+            });
+        }
+        metrics::handler_call("ok");
+        Ok(output)
+    }
+}
+
+/// Rule breaks by the peer are answered as NLIP errors; other endings are normal replies.
+fn is_violation(e: &NegotiationError) -> bool {
+    matches!(
+        e,
+        NegotiationError::Sequence { .. }
+            | NegotiationError::RoundLimit { .. }
+            | NegotiationError::UnevaluatedAcceptance { .. }
+            | NegotiationError::InvalidMessage { .. }
+            | NegotiationError::OutOfTurn { .. }
+            | NegotiationError::SessionClosed
+    )
+}
+
+/// Failures of the model itself (unreachable, or an unusable answer) go to the caller as
+/// errors; they are never turned into a proposal or a failed code generation for the peer.
+fn reasoner_error(e: parley_negotiator::ProtocolReasonerError) -> ApiError {
+    ApiError::Reasoner {
+        code: e.code().to_owned(),
+        message: e.to_string(),
+    }
+}

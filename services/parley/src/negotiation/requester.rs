@@ -1,0 +1,510 @@
+//! The requester's side: drives a [`RequesterSession`] against a provider over NLIP (HTTP or
+//! WebSocket), keeps the outcome in the local store, and calls agreed protocols — 0-RTT
+//! when the provider already knows the hash, renegotiating on its own when it does not.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parley_negotiator::{
+    MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash, RequesterSession, SessionConfig,
+    Step, Verdict,
+};
+use parley_nlip::{ErrorInfo, Message, Submessage, TokenKind};
+use parley_store::{
+    Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewConversation,
+    NewNegotiation, Role, Store,
+};
+use serde_json::{Value, json};
+
+use crate::client::{ClientError, NlipClient};
+
+/// Why the requester could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RequesterError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Store(#[from] parley_store::StoreError),
+    #[error("the protocol text is not a usable protocol document: {0}")]
+    Protocol(#[from] parley_negotiator::ProtocolError),
+    #[error(
+        "the peer does not speak the meta-protocol (it answered without meta-protocol messages); talk to it in natural language instead"
+    )]
+    NotSupported,
+    #[error("the peer answered with error {code}: {message}")]
+    Peer { code: String, message: String },
+    #[error("the peer stopped answering the negotiation")]
+    Stalled,
+    #[error("protocol {0} is not in the local store; negotiate it first")]
+    UnknownLocally(String),
+    #[error("the peer's answer does not follow the protocol: {0}")]
+    InvalidAnswer(String),
+}
+
+/// How a negotiation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Negotiated now; the provider generated and verified a handler.
+    Agreed,
+    /// The provider already knew the protocol: no negotiation happened.
+    ZeroRtt,
+    /// No agreement; `code` is the negotiator's stable code.
+    Rejected { code: String, reason: String },
+}
+
+/// The result of [`Requester::negotiate`].
+#[derive(Debug, Clone)]
+pub struct Negotiated {
+    pub hash: ProtocolHash,
+    pub outcome: Outcome,
+    pub rounds: u32,
+    /// Every meta-protocol message, in order, with its direction.
+    pub transcript: Vec<(Direction, Value)>,
+    /// NLIP messages exchanged.
+    pub messages: u32,
+}
+
+/// Progress reports while a negotiation runs (stage, round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    pub stage: &'static str,
+    pub round: u32,
+}
+
+/// The requester role over one local store.
+#[derive(Debug, Clone)]
+pub struct Requester {
+    pub store: Arc<dyn Store>,
+    pub max_rounds: u32,
+}
+
+/// One NLIP conversation with a provider: its connection and its conversation token.
+struct Link {
+    client: NlipClient,
+    conversation: Option<Submessage>,
+    transcript: Vec<(Direction, Value)>,
+    messages: u32,
+}
+
+impl Link {
+    async fn exchange(
+        &mut self,
+        summary: &str,
+        out: &[MetaMessage],
+    ) -> Result<Vec<Value>, RequesterError> {
+        let mut message = super::wrap(summary, out);
+        if let Some(token) = &self.conversation {
+            message.submessages.push(token.clone());
+        }
+        for m in out {
+            self.transcript.push((Direction::Outbound, m.to_value()));
+        }
+        self.messages += 1;
+        let reply = self.client.send(&message).await?.message;
+        if self.conversation.is_none() {
+            self.conversation = reply
+                .tokens()
+                .find(|t| t.token_kind() == Some(TokenKind::Conversation))
+                .cloned();
+        }
+        let metas = super::meta_values(&reply);
+        for v in &metas {
+            self.transcript.push((Direction::Inbound, v.clone()));
+        }
+        if metas.is_empty() {
+            if let Some(err) = ErrorInfo::from_message(&reply) {
+                return Err(RequesterError::Peer {
+                    code: err.code,
+                    message: err.message,
+                });
+            }
+            if !reply.is_control() {
+                return Err(RequesterError::NotSupported);
+            }
+        }
+        Ok(metas)
+    }
+}
+
+impl Requester {
+    /// Negotiates `text` with the provider at `url` (0-RTT when it already knows the hash)
+    /// and records the outcome locally.
+    pub async fn negotiate(
+        &self,
+        url: &str,
+        text: &str,
+        progress: impl FnMut(Progress),
+    ) -> Result<Negotiated, RequesterError> {
+        let all = parley_negotiator::anp::capability::ALL.map(str::to_owned);
+        self.negotiate_with(url, text, &all, progress).await
+    }
+
+    /// [`Requester::negotiate`], announcing only `capabilities` of the meta-protocol in the
+    /// hello (the provider then uses no exchange the requester did not announce).
+    pub async fn negotiate_with(
+        &self,
+        url: &str,
+        text: &str,
+        capabilities: &[String],
+        mut progress: impl FnMut(Progress),
+    ) -> Result<Negotiated, RequesterError> {
+        let doc = ProtocolDoc::parse(text)?;
+        let hash = doc.hash();
+        let mut link = Link {
+            client: NlipClient::connect(url, false).await?,
+            conversation: None,
+            transcript: Vec::new(),
+            messages: 0,
+        };
+        progress(Progress {
+            stage: "hello",
+            round: 0,
+        });
+        let mut info = MetaProtocolInfo::parley([hash]);
+        info.supported_capabilities = capabilities.to_vec();
+        let hello = MetaMessage::source_hello(info);
+        let answer = link
+            .exchange("Hello from a Parley requester.", &[hello])
+            .await?;
+        let selected = answer
+            .iter()
+            .find_map(|v| match MetaMessage::from_value(v.clone()) {
+                Ok(MetaMessage::DestinationHello(h)) => Some(h.meta_protocol.selected_hash()),
+                _ => None,
+            });
+        let Some(selected) = selected else {
+            return Err(RequesterError::NotSupported);
+        };
+        self.store.put_protocol(text).await?;
+        if selected == Some(hash) {
+            self.agree(url, &hash).await?;
+            return Ok(Negotiated {
+                hash,
+                outcome: Outcome::ZeroRtt,
+                rounds: 0,
+                transcript: link.transcript,
+                messages: link.messages,
+            });
+        }
+
+        let mut session = RequesterSession::new(SessionConfig {
+            max_rounds: self.max_rounds,
+        });
+        let mut step = session.start(text);
+        let mut inbox: VecDeque<Value> = VecDeque::new();
+        let mut outbox: Vec<MetaMessage> = Vec::new();
+        let outcome = loop {
+            // Every arm that does not `continue` or `break` waits for the peer.
+            match step {
+                Step::Send(m) => {
+                    outbox.push(m);
+                }
+                Step::Wait | Step::TestCasesRejected { .. } | Step::FixDeclined { .. } => {}
+                Step::Evaluate {
+                    text: proposal,
+                    hash: proposed,
+                } => {
+                    progress(Progress {
+                        stage: "evaluating counter-proposal",
+                        round: session.rounds(),
+                    });
+                    let verdict = judge_counter(&doc, &proposal);
+                    step = session.evaluated(&proposed, verdict);
+                    continue;
+                }
+                Step::Accepted {
+                    text: agreed, send, ..
+                } => {
+                    outbox.extend(send);
+                    progress(Progress {
+                        stage: "agreed; code generation",
+                        round: session.rounds(),
+                    });
+                    // The requester's "code" is the protocol's own schemas, checked on every
+                    // answer; storing the agreed text is all it needs.
+                    self.store.put_protocol(&agreed).await?;
+                    step = session.code_generated(Ok(()));
+                    continue;
+                }
+                Step::Ready { hash: agreed, send } => {
+                    outbox.extend(send);
+                    if !outbox.is_empty() {
+                        link.exchange("Code generated.", &std::mem::take(&mut outbox))
+                            .await?;
+                    }
+                    self.agree(url, &agreed).await?;
+                    break (agreed, Outcome::Agreed);
+                }
+                Step::Rejected { reason, send } => {
+                    outbox.extend(send);
+                    if !outbox.is_empty() {
+                        // Tell the peer; its answer no longer matters.
+                        let _ = link
+                            .exchange("Negotiation ended.", &std::mem::take(&mut outbox))
+                            .await;
+                    }
+                    break (
+                        hash,
+                        Outcome::Rejected {
+                            code: reason.code().to_owned(),
+                            reason: reason.to_string(),
+                        },
+                    );
+                }
+                Step::EvaluateTestCases { .. } => {
+                    step = session.test_cases_evaluated(Verdict::Accept);
+                    continue;
+                }
+                Step::TestCasesAgreed { send, .. } => {
+                    outbox.extend(send);
+                }
+                Step::FixError { description } => {
+                    // The provider says our expectation is wrong; we hold to the agreed text.
+                    step = session.fix_evaluated(parley_negotiator::FixVerdict::Decline {
+                        reason: format!("the requester keeps its expectation: {description}"),
+                    });
+                    continue;
+                }
+                Step::Regenerate { send, .. } => {
+                    outbox.extend(send);
+                    step = session.code_generated(Ok(()));
+                    continue;
+                }
+                Step::Converse(_) => {}
+            }
+            if let Some(v) = inbox.pop_front() {
+                step = session.receive_value(v);
+                continue;
+            }
+            if outbox.is_empty() {
+                return Err(RequesterError::Stalled);
+            }
+            progress(Progress {
+                stage: "negotiating",
+                round: session.rounds(),
+            });
+            let replies = link
+                .exchange("Protocol negotiation.", &std::mem::take(&mut outbox))
+                .await?;
+            if replies.is_empty() {
+                return Err(RequesterError::Stalled);
+            }
+            inbox.extend(replies);
+            step = session.receive_value(inbox.pop_front().expect("just filled"));
+        };
+        self.record(url, &link, &session, &outcome).await?;
+        Ok(Negotiated {
+            hash: outcome.0,
+            outcome: outcome.1,
+            rounds: session.rounds(),
+            transcript: link.transcript,
+            messages: link.messages,
+        })
+    }
+
+    async fn agree(&self, url: &str, hash: &ProtocolHash) -> Result<(), RequesterError> {
+        self.store
+            .record_agreement(NewAgreement {
+                peer: url.to_owned(),
+                peer_url: Some(url.to_owned()),
+                protocol_hash: hash.to_string(),
+                role: Role::Requester,
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Keeps the negotiation and its transcript in the local store.
+    async fn record(
+        &self,
+        url: &str,
+        link: &Link,
+        session: &RequesterSession,
+        (hash, outcome): &(ProtocolHash, Outcome),
+    ) -> Result<(), RequesterError> {
+        let cid = uuid::Uuid::new_v4().to_string();
+        self.store
+            .create_conversation(NewConversation {
+                id: cid.clone(),
+                peer: Some(url.to_owned()),
+                state: json!({}),
+            })
+            .await?;
+        let negotiation = self
+            .store
+            .start_negotiation(NewNegotiation {
+                conversation_id: cid,
+                role: Role::Requester,
+                peer: url.to_owned(),
+            })
+            .await?;
+        for (direction, message) in &link.transcript {
+            self.store
+                .append_transcript(negotiation.id, *direction, message)
+                .await?;
+        }
+        let (status, protocol_hash, reason) = match outcome {
+            Outcome::Agreed | Outcome::ZeroRtt => {
+                (NegotiationStatus::Accepted, Some(hash.to_string()), None)
+            }
+            Outcome::Rejected { code, .. } => (
+                if code == "timeout" {
+                    NegotiationStatus::Timeout
+                } else {
+                    NegotiationStatus::Rejected
+                },
+                None,
+                Some(code.clone()),
+            ),
+        };
+        self.store
+            .finish_negotiation(
+                negotiation.id,
+                NegotiationOutcome {
+                    status,
+                    protocol_hash,
+                    rounds: i64::from(session.rounds()),
+                    reason,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Sends one application message; when the provider does not know the protocol and its
+    /// text is stored locally, negotiates again and retries once. The answer is checked
+    /// against the protocol's response schema.
+    pub async fn call(
+        &self,
+        url: &str,
+        hash: &ProtocolHash,
+        request: Value,
+    ) -> Result<Called, RequesterError> {
+        let protocol = self
+            .store
+            .get_protocol(&hash.to_string())
+            .await?
+            .ok_or_else(|| RequesterError::UnknownLocally(hash.to_string()))?;
+        let doc = ProtocolDoc::parse(protocol.text.clone())?;
+        doc.validate_request(&request)
+            .map_err(|v| RequesterError::InvalidAnswer(format!("our own request: {v}")))?;
+        let mut client = NlipClient::connect(url, false).await?;
+        let message = super::application_message(hash, request);
+        let mut renegotiated = None;
+        let mut reply = client.send(&message).await?.message;
+        if ErrorInfo::from_message(&reply).is_some_and(|e| e.code == "unknown_protocol") {
+            let n = self.negotiate(url, &protocol.text, |_| {}).await?;
+            if let Outcome::Rejected { code, reason } = &n.outcome {
+                return Err(RequesterError::Peer {
+                    code: code.clone(),
+                    message: reason.clone(),
+                });
+            }
+            renegotiated = Some(n);
+            reply = client.send(&message).await?.message;
+        }
+        if let Some(err) = ErrorInfo::from_message(&reply) {
+            return Err(RequesterError::Peer {
+                code: err.code,
+                message: err.message,
+            });
+        }
+        let answer = match (&reply.format, &reply.content) {
+            (parley_nlip::Format::Structured, parley_nlip::Content::Json(v)) => v.clone(),
+            _ => return Err(RequesterError::InvalidAnswer("not structured JSON".into())),
+        };
+        doc.validate_response(&answer)
+            .map_err(|v| RequesterError::InvalidAnswer(v.to_string()))?;
+        Ok(Called {
+            answer,
+            renegotiated,
+            reply,
+        })
+    }
+}
+
+/// The natural-language fallback for peers without the meta-protocol: the protocol's
+/// requirements (or the whole text) as a plain NLIP text message; returns the peer's text.
+pub async fn ask_in_natural_language(url: &str, protocol: &str) -> Result<String, RequesterError> {
+    let text = ProtocolDoc::parse(protocol)
+        .ok()
+        .and_then(|d| d.sections().requirements.clone())
+        .unwrap_or_else(|| protocol.to_owned());
+    let mut client = NlipClient::connect(url, false).await?;
+    let reply = client
+        .send(&Message::text(parley_nlip::DEFAULT_LANGUAGE, text))
+        .await?
+        .message;
+    if let Some(err) = ErrorInfo::from_message(&reply) {
+        return Err(RequesterError::Peer {
+            code: err.code,
+            message: err.message,
+        });
+    }
+    Ok(reply
+        .text_content()
+        .map(str::to_owned)
+        .unwrap_or_else(|| parley_nlip::to_json_value(&reply).to_string()))
+}
+
+/// The answer of [`Requester::call`].
+#[derive(Debug, Clone)]
+pub struct Called {
+    pub answer: Value,
+    /// Set when the provider had forgotten the protocol and it was negotiated again.
+    pub renegotiated: Option<Negotiated>,
+    pub reply: Message,
+}
+
+/// The requester's deterministic judgement of a counter-proposal: acceptable when it still
+/// takes requests we can build (its required request fields are fields we proposed) and
+/// still answers every response field we asked for.
+pub fn judge_counter(ours: &ProtocolDoc, proposal: &str) -> Verdict {
+    let theirs = match ProtocolDoc::parse(proposal) {
+        Ok(d) => d,
+        Err(e) => {
+            return Verdict::Reject {
+                reason: format!("the counter-proposal is not a usable protocol: {e}"),
+            };
+        }
+    };
+    let props = |schema: &Value| -> Vec<String> {
+        schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let required = |schema: &Value| -> Vec<String> {
+        schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let our_request = props(ours.request_schema());
+    let missing_request: Vec<_> = required(theirs.request_schema())
+        .into_iter()
+        .filter(|f| !our_request.contains(f))
+        .collect();
+    let their_response = props(theirs.response_schema());
+    let missing_response: Vec<_> = props(ours.response_schema())
+        .into_iter()
+        .filter(|f| !their_response.contains(f))
+        .collect();
+    if missing_request.is_empty() && missing_response.is_empty() {
+        Verdict::Accept
+    } else {
+        Verdict::Reject {
+            reason: format!(
+                "the counter-proposal needs request fields we cannot supply ({}) or drops response fields we need ({})",
+                missing_request.join(", "),
+                missing_response.join(", ")
+            ),
+        }
+    }
+}

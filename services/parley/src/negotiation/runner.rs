@@ -1,0 +1,180 @@
+//! Running handlers: verification through the sandbox with fixture-answered capabilities,
+//! and the cache of active, precompiled handlers that serves application traffic.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+use parley_capabilities::Capabilities;
+use parley_negotiator::{Fixtures, HandlerRunner, ProtocolDoc, ProtocolHash};
+use parley_sandbox::{CapabilityHost, Grants, Handler, Sandbox, SandboxError};
+use parley_store::Store;
+use serde_json::Value;
+
+use crate::host::CapabilityBridge;
+
+/// Publishes handler source in the sandbox off the async workers (compilation is CPU-heavy).
+pub async fn publish(sandbox: &Arc<Sandbox>, source: &str) -> Result<Handler, SandboxError> {
+    let sandbox = sandbox.clone();
+    let source = source.to_owned();
+    match tokio::task::spawn_blocking(move || sandbox.publish(&source)).await {
+        Ok(result) => result,
+        // The blocking task only fails when it panicked: let the panic continue.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Answers `host.call` during verification: from the test case's fixtures, or — for
+/// capabilities the operator marked read-only and the case gave no fixture for — for real.
+/// Nothing else reaches a real capability, so verification has no side effects.
+struct FixtureHost {
+    fixtures: Fixtures,
+    real: Arc<CapabilityBridge>,
+    capabilities: Arc<Capabilities>,
+}
+
+impl CapabilityHost for FixtureHost {
+    fn call(&self, capability: &str, args: Value) -> Result<Value, String> {
+        if let Some(answer) = self.fixtures.lookup(capability, &args) {
+            return answer;
+        }
+        let read_only = self
+            .capabilities
+            .get(capability)
+            .is_some_and(|c| c.read_only());
+        if read_only {
+            self.real.call(capability, args)
+        } else {
+            self.fixtures.answer(capability, &args)
+        }
+    }
+}
+
+/// Runs published handlers (looked up by source hash) for verification.
+#[derive(Debug)]
+pub struct SandboxRunner {
+    sandbox: Arc<Sandbox>,
+    capabilities: Arc<Capabilities>,
+    handlers: RwLock<HashMap<String, (Handler, Grants)>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SandboxRunner {
+    pub fn new(sandbox: Arc<Sandbox>, capabilities: Arc<Capabilities>) -> Self {
+        SandboxRunner {
+            sandbox,
+            capabilities,
+            handlers: RwLock::new(HashMap::new()),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Publishes `source` and returns the key [`HandlerRunner::run`] takes.
+    pub async fn add(&self, source: &str, grants: &[String]) -> Result<String, SandboxError> {
+        let handler = publish(&self.sandbox, source).await?;
+        let key = handler.hash().to_owned();
+        let grants: Grants = grants.iter().cloned().collect();
+        self.handlers
+            .write()
+            .expect("handler map lock is never poisoned")
+            .insert(key.clone(), (handler, grants));
+        Ok(key)
+    }
+}
+
+#[async_trait]
+impl HandlerRunner for SandboxRunner {
+    async fn run(
+        &self,
+        handler: &str,
+        request: Value,
+        fixtures: Fixtures,
+    ) -> Result<Value, String> {
+        let (handler, grants) = self
+            .handlers
+            .read()
+            .expect("handler map lock is never poisoned")
+            .get(handler)
+            .cloned()
+            .ok_or_else(|| format!("handler {handler} was not published"))?;
+        let host = Arc::new(FixtureHost {
+            fixtures,
+            real: CapabilityBridge::new(self.capabilities.clone(), self.runtime.clone()),
+            capabilities: self.capabilities.clone(),
+        });
+        self.sandbox
+            .call(&handler, &request, &grants, host)
+            .await
+            .map(|out| out.output)
+            .map_err(|e| format!("{}: {e}", e.code()))
+    }
+}
+
+/// An agreed protocol ready to serve: its document (for schema checks), its precompiled
+/// handler and the capabilities it was verified against.
+#[derive(Debug, Clone)]
+pub struct ActiveProtocol {
+    pub doc: Arc<ProtocolDoc>,
+    pub handler: Handler,
+    pub grants: Grants,
+}
+
+/// Active handlers by protocol hash. Misses load from the store (any instance on the same
+/// database sees the same protocols) and publish from the artifact cache.
+#[derive(Debug, Default)]
+pub struct ProtocolCache {
+    active: RwLock<HashMap<ProtocolHash, ActiveProtocol>>,
+}
+
+/// Why an active protocol could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("no active handler for this protocol")]
+    Unknown,
+    #[error(transparent)]
+    Store(#[from] parley_store::StoreError),
+    #[error("stored protocol text no longer parses: {0}")]
+    Protocol(#[from] parley_negotiator::ProtocolError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+}
+
+impl ProtocolCache {
+    /// The active protocol for `hash`, and whether it came from memory.
+    pub async fn get(
+        &self,
+        hash: &ProtocolHash,
+        store: &Arc<dyn Store>,
+        sandbox: &Arc<Sandbox>,
+    ) -> Result<(ActiveProtocol, bool), LoadError> {
+        if let Some(p) = self
+            .active
+            .read()
+            .expect("protocol cache lock is never poisoned")
+            .get(hash)
+        {
+            return Ok((p.clone(), true));
+        }
+        let hex = hash.to_string();
+        let handler = store
+            .active_handler(&hex)
+            .await?
+            .ok_or(LoadError::Unknown)?;
+        let protocol = store.get_protocol(&hex).await?.ok_or(LoadError::Unknown)?;
+        let doc = ProtocolDoc::parse(protocol.text)?;
+        let active = ActiveProtocol {
+            doc: Arc::new(doc),
+            handler: publish(sandbox, &handler.source).await?,
+            grants: handler.capabilities.iter().cloned().collect(),
+        };
+        self.insert(*hash, active.clone());
+        Ok((active, false))
+    }
+
+    pub fn insert(&self, hash: ProtocolHash, active: ActiveProtocol) {
+        self.active
+            .write()
+            .expect("protocol cache lock is never poisoned")
+            .insert(hash, active);
+    }
+}

@@ -1,0 +1,441 @@
+//! The transports: HTTP (ECMA-431) and WebSocket (ECMA-432) on the NLIP listener, and the
+//! out-of-band upload listener on its own port. They decode, hand the message to the
+//! [`Agent`], and encode; every failure leaves as an NLIP message.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use parley_nlip::Message;
+use serde::Deserialize;
+use tokio::net::TcpListener;
+
+use crate::agent::{Agent, Reply, bare_error, upload_reply};
+use crate::config::Limits;
+use crate::error::ApiError;
+
+/// Shared state behind every route.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub agent: Arc<Agent>,
+    pub limits: Limits,
+    limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+}
+
+impl AppState {
+    pub fn new(agent: Arc<Agent>, limits: Limits) -> Self {
+        let limiter = NonZeroU32::new(limits.rate_limit_per_second).map(|rate| {
+            let burst = NonZeroU32::new(limits.rate_limit_burst).unwrap_or(rate);
+            Arc::new(RateLimiter::keyed(
+                Quota::per_second(rate).allow_burst(burst),
+            ))
+        });
+        AppState {
+            agent,
+            limits,
+            limiter,
+        }
+    }
+
+    fn check_rate(&self, peer: SocketAddr) -> Result<(), ApiError> {
+        match &self.limiter {
+            Some(l) if l.check_key(&peer.ip()).is_err() => Err(ApiError::RateLimited),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the agent under the request timeout.
+    async fn answer(&self, request: Message, peer: SocketAddr) -> Reply {
+        let timeout = Duration::from_millis(self.limits.request_timeout_ms);
+        match tokio::time::timeout(timeout, self.agent.handle(&request, peer)).await {
+            Ok(reply) => reply,
+            Err(_) => self.agent.error_reply(
+                &request,
+                None,
+                ApiError::Timeout(self.limits.request_timeout_ms),
+            ),
+        }
+    }
+}
+
+/// The NLIP listener's routes.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/nlip", post(post_nlip).fallback(method_not_allowed))
+        .route("/nlip/", post(post_nlip).fallback(method_not_allowed))
+        .route("/nlip/ws", get(ws_cbor))
+        .route("/nlip/ws/text", get(ws_text))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
+        .fallback(not_found)
+        // The body is read with our own limit so that the error is an NLIP message.
+        .layer(DefaultBodyLimit::disable())
+        // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
+        .layer(tower::limit::ConcurrencyLimitLayer::new(
+            state.limits.max_concurrent_requests,
+        ))
+        .with_state(state)
+}
+
+/// The upload listener's routes (ECMA-431: a different port).
+pub fn upload_app(state: AppState) -> Router {
+    Router::new()
+        .route("/upload", post(post_upload).fallback(method_not_allowed))
+        .route("/uploads/{id}", get(get_upload))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+/// Serves both listeners until `shutdown` completes, then drains in-flight requests.
+pub async fn serve(
+    state: AppState,
+    listener: TcpListener,
+    upload_listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let main = axum::serve(
+        listener,
+        app(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(wait(rx.clone()));
+    let uploads = axum::serve(
+        upload_listener,
+        upload_app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(wait(rx));
+    let trigger = async move {
+        shutdown.await;
+        tracing::info!("shutting down: draining in-flight requests");
+        let _ = tx.send(true);
+    };
+    let (a, b, ()) = tokio::join!(async { main.await }, async { uploads.await }, trigger);
+    a.and(b)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    Cbor,
+}
+
+impl Encoding {
+    fn of(headers: &HeaderMap) -> Result<Encoding, ApiError> {
+        let Some(ct) = headers.get(header::CONTENT_TYPE) else {
+            return Ok(Encoding::Json);
+        };
+        let ct = ct.to_str().unwrap_or_default();
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match essence.as_str() {
+            "application/cbor" => Ok(Encoding::Cbor),
+            "application/json" | "text/json" | "" => Ok(Encoding::Json),
+            e if e.ends_with("+json") => Ok(Encoding::Json),
+            _ => Err(ApiError::UnsupportedMediaType(ct.to_owned())),
+        }
+    }
+
+    fn decode(self, bytes: &[u8]) -> Result<Message, ApiError> {
+        Ok(match self {
+            Encoding::Json => parley_nlip::from_json_slice(bytes)?,
+            Encoding::Cbor => parley_nlip::from_cbor_slice(bytes)?,
+        })
+    }
+
+    fn respond(self, status: StatusCode, message: &Message) -> Response {
+        let (body, ct) = match self {
+            Encoding::Json => (parley_nlip::to_json_vec(message), "application/json"),
+            Encoding::Cbor => (parley_nlip::to_cbor_vec(message), "application/cbor"),
+        };
+        (
+            status,
+            [(header::CONTENT_TYPE, HeaderValue::from_static(ct))],
+            body,
+        )
+            .into_response()
+    }
+}
+
+fn error_response(encoding: Encoding, error: ApiError) -> Response {
+    encoding.respond(error.status(), &bare_error(&error))
+}
+
+/// Reads a body up to `limit` bytes; a longer one is a 413 in NLIP form.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            ApiError::TooLarge { limit }
+        } else {
+            ApiError::MalformedJson(format!("could not read the request body: {e}"))
+        }
+    })
+}
+
+async fn post_nlip(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let encoding = match Encoding::of(&headers) {
+        Ok(e) => e,
+        Err(e) => return error_response(Encoding::Json, e),
+    };
+    if let Err(e) = state.check_rate(peer) {
+        return error_response(encoding, e);
+    }
+    let request = match read_body(body, state.limits.max_message_bytes)
+        .await
+        .and_then(|b| encoding.decode(&b))
+    {
+        Ok(m) => m,
+        Err(e) => return error_response(encoding, e),
+    };
+    let reply = state.answer(request, peer).await;
+    encoding.respond(reply.status, &reply.message)
+}
+
+async fn health(State(state): State<AppState>) -> Response {
+    match state.agent.store.ping().await {
+        Ok(()) => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({
+                "status": "ok",
+                "store": state.agent.store.backend_name(),
+                "reasoner": state.agent.reasoner.backend(),
+            })),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "health check: store unreachable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                axum::Json(serde_json::json!({"status": "unavailable", "store": "unreachable"})),
+            )
+                .into_response()
+        }
+    }
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    error_response(
+        Encoding::Json,
+        ApiError::internal(anyhow::anyhow!("a request handler panicked")),
+    )
+}
+
+async fn metrics_text(State(state): State<AppState>) -> Response {
+    crate::metrics::protocol_model_calls(state.agent.provider.reasoner.model_calls());
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::metrics::render(),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    error_response(Encoding::Json, ApiError::NotFound)
+}
+
+async fn method_not_allowed() -> Response {
+    error_response(Encoding::Json, ApiError::MethodNotAllowed)
+}
+
+// --- WebSocket (ECMA-432) ------------------------------------------------------------------
+
+/// Which end-point a socket was opened on: CBOR binary frames or UTF-8 JSON text frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Cbor,
+    Text,
+}
+
+async fn ws_cbor(
+    ws: WebSocketUpgrade,
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    upgrade(ws, state, peer, Framing::Cbor)
+}
+
+async fn ws_text(
+    ws: WebSocketUpgrade,
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    upgrade(ws, state, peer, Framing::Text)
+}
+
+fn upgrade(ws: WebSocketUpgrade, state: AppState, peer: SocketAddr, framing: Framing) -> Response {
+    let limit = state.limits.max_message_bytes;
+    ws.max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| run_socket(socket, state, peer, framing))
+}
+
+/// One connection: messages are answered in order; pings keep it alive; a peer silent for
+/// three ping intervals is disconnected.
+async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, framing: Framing) {
+    let interval = Duration::from_millis(state.limits.ws_ping_interval_ms);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    let mut last_seen = tokio::time::Instant::now();
+    tracing::debug!(%peer, ?framing, "websocket opened");
+    loop {
+        tokio::select! {
+            incoming = socket.recv() => {
+                let Some(incoming) = incoming else { break };
+                last_seen = tokio::time::Instant::now();
+                let frame = match incoming {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "websocket error");
+                        // Oversized frames end here: tell the peer why before closing.
+                        let close = axum::extract::ws::CloseFrame {
+                            code: axum::extract::ws::close_code::SIZE,
+                            reason: "message too large or malformed frame".into(),
+                        };
+                        let _ = socket.send(WsMessage::Close(Some(close))).await;
+                        break;
+                    }
+                };
+                let reply = match frame {
+                    WsMessage::Binary(bytes) => {
+                        answer_frame(&state, peer, &bytes, Encoding::Cbor, framing).await
+                    }
+                    WsMessage::Text(text) => {
+                        answer_frame(&state, peer, text.as_bytes(), Encoding::Json, framing).await
+                    }
+                    WsMessage::Close(_) => break,
+                    WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
+                };
+                if socket.send(reply).await.is_err() {
+                    break;
+                }
+            }
+            _ = ticker.tick() => {
+                if last_seen.elapsed() > interval * 3 {
+                    tracing::debug!(%peer, "websocket idle: closing");
+                    let _ = socket.send(WsMessage::Close(None)).await;
+                    break;
+                }
+                if socket.send(WsMessage::Ping(Bytes::from_static(b"parley"))).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    tracing::debug!(%peer, "websocket closed");
+}
+
+/// Decodes a frame in the encoding it arrived in and answers in the same encoding. A
+/// frame the end-point does not carry (text on the CBOR socket is accepted leniently;
+/// binary on the text socket is not) gets an error, and the connection stays usable.
+async fn answer_frame(
+    state: &AppState,
+    peer: SocketAddr,
+    bytes: &[u8],
+    encoding: Encoding,
+    framing: Framing,
+) -> WsMessage {
+    let decoded = if framing == Framing::Text && encoding == Encoding::Cbor {
+        Err(ApiError::UnsupportedMediaType(
+            "binary frame on /nlip/ws/text; send UTF-8 JSON text frames, or CBOR to /nlip/ws"
+                .into(),
+        ))
+    } else {
+        state.check_rate(peer).and_then(|()| encoding.decode(bytes))
+    };
+    let message = match decoded {
+        Ok(request) => state.answer(request, peer).await.message,
+        Err(e) => bare_error(&e),
+    };
+    // The text end-point always answers in text, even when the peer sent binary.
+    let reply_encoding = if framing == Framing::Text {
+        Encoding::Json
+    } else {
+        encoding
+    };
+    match reply_encoding {
+        Encoding::Cbor => WsMessage::Binary(parley_nlip::to_cbor_vec(&message).into()),
+        Encoding::Json => WsMessage::Text(
+            String::from_utf8(parley_nlip::to_json_vec(&message))
+                .expect("serde_json writes UTF-8")
+                .into(),
+        ),
+    }
+}
+
+// --- uploads (§6.4) ------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+struct UploadQuery {
+    filename: Option<String>,
+}
+
+async fn post_upload(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Query(query): Query<UploadQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Err(e) = state.check_rate(peer) {
+        return error_response(Encoding::Json, e);
+    }
+    let bytes = match read_body(body, state.limits.max_upload_bytes).await {
+        Ok(b) => b,
+        Err(e) => return error_response(Encoding::Json, e),
+    };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream");
+    match state
+        .agent
+        .store
+        .put_upload(&bytes, content_type, query.filename.as_deref())
+        .await
+    {
+        Ok(meta) => {
+            let uri = format!("{}/uploads/{}", state.agent.upload_base, meta.id);
+            Encoding::Json.respond(StatusCode::CREATED, &upload_reply(&uri, &meta))
+        }
+        Err(e) => error_response(Encoding::Json, e.into()),
+    }
+}
+
+async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.agent.store.get_upload(&id).await {
+        Ok(Some(upload)) => {
+            let ct = HeaderValue::from_str(&upload.meta.content_type)
+                .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+            (StatusCode::OK, [(header::CONTENT_TYPE, ct)], upload.bytes).into_response()
+        }
+        Ok(None) => error_response(Encoding::Json, ApiError::UnknownUpload(id)),
+        Err(e) => error_response(Encoding::Json, e.into()),
+    }
+}

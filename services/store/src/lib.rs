@@ -1,0 +1,85 @@
+//! Persistent store for conversations, uploads and negotiated protocols (SQLite and PostgreSQL).
+//!
+//! Parley keeps everything that must survive a restart here: NLIP conversations and their message
+//! logs, content-addressed uploads, agreed ANP protocols and who agreed them, negotiation
+//! transcripts, generated handlers, and per-peer protocol usage. Callers see one [`Store`] trait of
+//! business operations; [`connect`] picks the backend from the URL.
+//!
+//! # Layout
+//! - [`store`](Store): the trait, [`StoreOptions`], hashing and the clock both backends share.
+//! - `checked`: the input rules (well-formed hashes, no U+0000, non-empty names), enforced once in
+//!   front of either backend so the two cannot differ in what they accept.
+//! - [`model`]: the records as plain Rust values (`serde_json::Value` for messages and state).
+//! - `rows`: `FromRow` structs shared by both backends, column lists, and the TEXT/UUID encodings.
+//! - `sqlite`, `postgres`: the two implementations, in the same method order so they diff cleanly.
+//! - [`StoreError`]: `NotFound`, `Conflict`, `Invalid` for callers to act on; `Database` and
+//!   `Migrate` opaque.
+//! - `testing` (feature `testing`): isolated databases for other crates' integration tests.
+//! - Migrations live in `migrations/sqlite` and `migrations/postgres` at the workspace root, one
+//!   table per file with the same names on both sides, embedded with `sqlx::migrate!` and applied by
+//!   [`connect`].
+//!
+//! # Invariants
+//! - **The store is the only crate that knows SQL.** No sqlx type appears in the public API; other
+//!   crates get `Arc<dyn Store>`.
+//! - **The store knows nothing about NLIP or ANP.** Messages, states and verification reports are
+//!   JSON values; protocol texts are strings.
+//! - **Both backends behave the same**: [`connect`] always puts the shared input rules in front,
+//!   and one story test runs against both.
+//! - **Each trait method is one transaction.** A caller never holds a transaction across awaits of
+//!   its own, so no business rule depends on the caller's discipline.
+//! - **The store computes what identifies data**: upload ids and protocol hashes (SHA-256 of the
+//!   exact bytes), handler source hashes, log sequence numbers, UUIDs and timestamps. Nothing of the
+//!   kind is taken from a caller.
+//! - **Rules that matter are also constraints**: one active handler per protocol (partial unique
+//!   index), consecutive log sequence numbers (primary key + counter row), an accepted negotiation
+//!   names its protocol (CHECK), every enumeration is a CHECKed closed set.
+//! - **Migrations are never edited once applied**; a change is a new numbered file on both sides.
+
+mod checked;
+mod error;
+pub mod model;
+mod postgres;
+mod rows;
+mod sqlite;
+mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::sync::Arc;
+
+use checked::Checked;
+
+pub use error::StoreError;
+pub use model::{
+    Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, Negotiation,
+    NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation,
+    NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+};
+pub use store::{MAX_PAGE, Store, StoreOptions, sha256_hex};
+
+/// Opens the store named by `url` and brings its schema up to date.
+///
+/// - `sqlite://path/to/parley.db?mode=rwc` — embedded; `mode=rwc` creates the file and its parent
+///   directory. `sqlite::memory:` works for throwaway use (one connection).
+/// - `postgres://…` or `postgresql://…` — a connection pool of `opts.max_connections`.
+///
+/// Migrations run on every connect; already applied ones are skipped, and sqlx refuses to start if
+/// an applied migration was edited since.
+pub async fn connect(url: &str, opts: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(Checked(
+            sqlite::SqliteStore::connect(url, &opts).await?,
+        )))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(Checked(
+            postgres::PgStore::connect(url, &opts).await?,
+        )))
+    } else {
+        // Only the scheme is echoed: the rest of a URL may hold a password.
+        let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+        Err(StoreError::Invalid(format!(
+            "unsupported database URL scheme {scheme:?}; use sqlite: or postgres:"
+        )))
+    }
+}

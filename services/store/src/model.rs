@@ -1,0 +1,279 @@
+//! The records the store keeps, as plain Rust values.
+//!
+//! Nothing here knows NLIP or ANP: messages and states are `serde_json::Value`, protocol texts are
+//! strings, roles and statuses are the small closed sets the tables' CHECK constraints allow.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// Declares a closed set stored as TEXT: the Rust names, the SQL spellings (which must match the
+/// CHECK constraints in the migrations), `as_str`, `FromStr` and `Display`.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The spelling stored in the database (and used in serde).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!("unknown {} {other:?}", stringify!($name))),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Which way a logged message travelled.
+    Direction {
+        /// Received from the peer.
+        Inbound => "inbound",
+        /// Sent by us.
+        Outbound => "outbound",
+    }
+}
+
+text_enum! {
+    /// Our role in a negotiation or agreement.
+    Role {
+        /// We proposed the protocol and call it.
+        Requester => "requester",
+        /// We evaluated the protocol and serve it.
+        Provider => "provider",
+    }
+}
+
+text_enum! {
+    /// Where a negotiation stands. Every outcome the meta-protocol defines has a value, so no
+    /// spec-legal status can fail to be recorded.
+    NegotiationStatus {
+        /// Still exchanging proposals.
+        Negotiating => "negotiating",
+        /// Both sides agreed on a protocol (its hash is recorded).
+        Accepted => "accepted",
+        /// One side rejected, or the round limit ran out.
+        Rejected => "rejected",
+        /// Broke down: a backend error, a protocol violation, handler generation failed.
+        Failed => "failed",
+        /// The peer went quiet.
+        Timeout => "timeout",
+    }
+}
+
+text_enum! {
+    /// Life cycle of a generated handler.
+    HandlerState {
+        /// Generated; verification not run or passed but not yet activated.
+        Candidate => "candidate",
+        /// The one handler serving its protocol.
+        Active => "active",
+        /// Verification failed; never runs.
+        Failed => "failed",
+        /// Was active, replaced by a newer one; may be re-activated to roll back.
+        Retired => "retired",
+    }
+}
+
+/// A conversation to create. The id is the conversation token the server minted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewConversation {
+    pub id: String,
+    pub peer: Option<String>,
+    /// Initial state; `Value::Object` empty if the caller has none yet.
+    pub state: Value,
+}
+
+/// A stored conversation (without its log).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Conversation {
+    pub id: String,
+    pub peer: Option<String>,
+    pub state: Value,
+    /// Optimistic-concurrency version of `state`; pass it back to `update_conversation_state`.
+    pub version: i64,
+    /// Number of messages in the log, which is also the sequence number of the newest one.
+    pub message_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One entry of a conversation log or a negotiation transcript.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoggedMessage {
+    /// 1-based position, consecutive within its log.
+    pub seq: i64,
+    pub direction: Direction,
+    pub message: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An upload's metadata (everything but the bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UploadMeta {
+    /// Lower-case hex SHA-256 of the bytes.
+    pub id: String,
+    pub size: i64,
+    pub content_type: String,
+    pub filename: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An upload with its content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub meta: UploadMeta,
+    pub bytes: Vec<u8>,
+}
+
+/// An agreed protocol text and its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Protocol {
+    /// Lower-case hex SHA-256 of the exact UTF-8 bytes of `text`.
+    pub hash: String,
+    pub text: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An agreement to record: `peer` agreed `protocol_hash` with us, we in `role`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAgreement {
+    pub peer: String,
+    /// The peer's base URL when known; a later agreement without one keeps the known URL.
+    pub peer_url: Option<String>,
+    pub protocol_hash: String,
+    pub role: Role,
+}
+
+/// A recorded agreement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Agreement {
+    pub peer: String,
+    pub peer_url: Option<String>,
+    pub protocol_hash: String,
+    pub role: Role,
+    pub agreed_at: DateTime<Utc>,
+    pub last_agreed_at: DateTime<Utc>,
+}
+
+/// A negotiation to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNegotiation {
+    /// The conversation carrying it; must exist.
+    pub conversation_id: String,
+    pub role: Role,
+    pub peer: String,
+}
+
+/// How a negotiation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NegotiationOutcome {
+    /// Anything but `Negotiating`.
+    pub status: NegotiationStatus,
+    /// Required for `Accepted`; the protocol must be stored first (`put_protocol`).
+    pub protocol_hash: Option<String>,
+    /// Rounds used, as counted by the negotiator.
+    pub rounds: i64,
+    /// Stable error code or short explanation for anything but acceptance.
+    pub reason: Option<String>,
+}
+
+/// A negotiation (without its transcript).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Negotiation {
+    pub id: Uuid,
+    pub conversation_id: String,
+    pub role: Role,
+    pub peer: String,
+    pub status: NegotiationStatus,
+    pub protocol_hash: Option<String>,
+    pub rounds: i64,
+    /// Number of transcript messages.
+    pub message_count: i64,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+}
+
+/// A negotiation with its transcript in order, read in one consistent snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NegotiationRecord {
+    pub negotiation: Negotiation,
+    pub transcript: Vec<LoggedMessage>,
+}
+
+/// A generated handler to store as a candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHandler {
+    pub protocol_hash: String,
+    pub source: String,
+    /// The reasoner backend that generated it.
+    pub backend: String,
+    /// Capability names the handler may call.
+    pub capabilities: Vec<String>,
+}
+
+/// A stored handler.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Handler {
+    pub id: Uuid,
+    pub protocol_hash: String,
+    pub source: String,
+    /// Lower-case hex SHA-256 of `source`, computed by the store.
+    pub source_sha256: String,
+    pub backend: String,
+    pub capabilities: Vec<String>,
+    /// The verifier's report; `None` until verification ran.
+    pub verification: Option<Value>,
+    /// `None` until verification ran.
+    pub verification_passed: Option<bool>,
+    pub verified_at: Option<DateTime<Utc>>,
+    pub state: HandlerState,
+    pub created_at: DateTime<Utc>,
+    pub activated_at: Option<DateTime<Utc>>,
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+/// Call counters for one (peer, protocol).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProtocolUsage {
+    pub peer: String,
+    pub protocol_hash: String,
+    pub ok_count: i64,
+    pub error_count: i64,
+    pub first_used_at: DateTime<Utc>,
+    pub last_used_at: DateTime<Utc>,
+}
+
+impl ProtocolUsage {
+    /// All calls recorded, whatever their outcome.
+    pub fn calls(&self) -> i64 {
+        self.ok_count + self.error_count
+    }
+}

@@ -1,0 +1,243 @@
+//! The `Store` trait, its options, and the checks both backends share.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, SubsecRound, Utc};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::StoreError;
+use crate::model::{
+    Agreement, Conversation, Direction, Handler, LoggedMessage, Negotiation, NegotiationOutcome,
+    NegotiationRecord, NewAgreement, NewConversation, NewHandler, NewNegotiation, Protocol,
+    ProtocolUsage, Role, Upload, UploadMeta,
+};
+
+/// Most rows a listing returns, whatever limit the caller asks for; keeps one request from pulling a
+/// whole log into memory.
+pub const MAX_PAGE: u32 = 1000;
+
+/// Connection settings that are not part of the URL.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Pool size. SQLite has one writer at a time anyway; extra connections serve concurrent reads.
+    pub max_connections: u32,
+    /// How long an operation waits for a pooled connection before failing.
+    pub acquire_timeout: Duration,
+    /// SQLite only: how long a writer waits for the database lock before giving up with "busy".
+    pub busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(10),
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Every persistent operation Parley performs, one business operation per method, each in one
+/// transaction.
+///
+/// Conventions:
+/// * lookups by key (`get_*`, `active_handler`, `usage`, `upload_meta`) return `Ok(None)` when the
+///   row does not exist: absence is an answer there, not an error;
+/// * operations on a row that must exist return [`StoreError::NotFound`];
+/// * losing a race or contradicting the current state returns [`StoreError::Conflict`];
+/// * the store assigns sequence numbers, UUIDs, content hashes and timestamps itself.
+///
+/// Method order here is the order of both implementation files (`sqlite.rs`, `postgres.rs`).
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// `"sqlite"` or `"postgres"`, for logs and health output.
+    fn backend_name(&self) -> &'static str;
+
+    /// Round-trips a trivial query: the database is reachable and answering.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    // --- conversations -------------------------------------------------------------------------
+
+    /// Stores a new conversation at version 0 with an empty log. A duplicate id is a `Conflict`.
+    async fn create_conversation(&self, new: NewConversation) -> Result<Conversation, StoreError>;
+
+    async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError>;
+
+    /// Marks activity without changing anything else; returns the new `updated_at`.
+    async fn touch_conversation(&self, id: &str) -> Result<DateTime<Utc>, StoreError>;
+
+    /// Replaces the state if its version is still `expected_version`; returns the new version.
+    /// A stale version is a `Conflict` (re-read, merge, retry).
+    async fn update_conversation_state(
+        &self,
+        id: &str,
+        expected_version: i64,
+        state: &Value,
+    ) -> Result<i64, StoreError>;
+
+    /// Appends to the conversation log under the next sequence number (1, 2, 3, ... with no gaps,
+    /// also under concurrent appends) and marks activity.
+    async fn append_message(
+        &self,
+        conversation_id: &str,
+        direction: Direction,
+        message: &Value,
+    ) -> Result<LoggedMessage, StoreError>;
+
+    /// Messages with `seq > after_seq`, oldest first, at most `limit` (capped at [`MAX_PAGE`]).
+    /// Page with the last `seq` seen; the newest N start after `message_count - N`.
+    async fn list_messages(
+        &self,
+        conversation_id: &str,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<LoggedMessage>, StoreError>;
+
+    // --- uploads -------------------------------------------------------------------------------
+
+    /// Stores the bytes under their SHA-256. Idempotent: the same bytes again return the existing
+    /// metadata (the first upload's content type and filename win).
+    async fn put_upload(
+        &self,
+        bytes: &[u8],
+        content_type: &str,
+        filename: Option<&str>,
+    ) -> Result<UploadMeta, StoreError>;
+
+    async fn get_upload(&self, id: &str) -> Result<Option<Upload>, StoreError>;
+
+    /// Metadata only, without reading the bytes.
+    async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError>;
+
+    // --- protocols and agreements --------------------------------------------------------------
+
+    /// Stores a protocol text under the SHA-256 of its exact UTF-8 bytes. Idempotent.
+    async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError>;
+
+    async fn get_protocol(&self, hash: &str) -> Result<Option<Protocol>, StoreError>;
+
+    /// Records (or renews) that `peer` agreed a stored protocol with us in `role`.
+    async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError>;
+
+    /// Protocols agreed with `peer` in which we played `role`, most recently agreed first.
+    async fn agreements_with_peer(
+        &self,
+        peer: &str,
+        role: Role,
+    ) -> Result<Vec<Agreement>, StoreError>;
+
+    /// Everyone who agreed protocol `hash`, in either role, most recently agreed first.
+    async fn agreements_for_protocol(&self, hash: &str) -> Result<Vec<Agreement>, StoreError>;
+
+    /// Every agreement, most recently agreed first, at most `limit` (capped at [`MAX_PAGE`]).
+    async fn list_agreements(&self, limit: u32) -> Result<Vec<Agreement>, StoreError>;
+
+    // --- negotiations --------------------------------------------------------------------------
+
+    /// Starts a negotiation in an existing conversation; the store mints its id.
+    async fn start_negotiation(&self, new: NewNegotiation) -> Result<Negotiation, StoreError>;
+
+    /// Appends to the transcript under the next sequence number (same rules as `append_message`).
+    async fn append_transcript(
+        &self,
+        negotiation_id: Uuid,
+        direction: Direction,
+        message: &Value,
+    ) -> Result<LoggedMessage, StoreError>;
+
+    /// Ends a negotiation exactly once; finishing it again is a `Conflict`.
+    async fn finish_negotiation(
+        &self,
+        id: Uuid,
+        outcome: NegotiationOutcome,
+    ) -> Result<Negotiation, StoreError>;
+
+    /// A negotiation with its full transcript.
+    async fn get_negotiation(&self, id: Uuid) -> Result<Option<NegotiationRecord>, StoreError>;
+
+    /// Negotiations that recorded protocol `hash`, newest first.
+    async fn negotiations_for_protocol(&self, hash: &str) -> Result<Vec<Negotiation>, StoreError>;
+
+    // --- handlers ------------------------------------------------------------------------------
+
+    /// Stores generated code as a candidate for a stored protocol; the store hashes the source.
+    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<Handler, StoreError>;
+
+    /// Records the verifier's report for a candidate. Passing keeps it a candidate, ready to
+    /// activate; failing marks it `failed`. Only candidates can be verified.
+    async fn record_handler_verification(
+        &self,
+        id: Uuid,
+        passed: bool,
+        report: &Value,
+    ) -> Result<Handler, StoreError>;
+
+    /// Makes a verified candidate (or a retired handler, to roll back) the active handler of its
+    /// protocol and retires the previously active one, atomically. Activating the active handler
+    /// again is a no-op.
+    async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError>;
+
+    async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError>;
+
+    /// The handler serving protocol `hash`, if one is active.
+    async fn active_handler(&self, hash: &str) -> Result<Option<Handler>, StoreError>;
+
+    // --- usage ---------------------------------------------------------------------------------
+
+    /// Adds `ok` successful and `errors` failed calls of protocol `hash` by `peer` (callers may
+    /// batch counts; the row is upserted once per call of this method).
+    async fn record_usage(
+        &self,
+        peer: &str,
+        hash: &str,
+        ok: u64,
+        errors: u64,
+    ) -> Result<ProtocolUsage, StoreError>;
+
+    async fn usage(&self, peer: &str, hash: &str) -> Result<Option<ProtocolUsage>, StoreError>;
+}
+
+// --- shared by both backends -------------------------------------------------------------------
+
+/// The current instant at microsecond precision: PostgreSQL keeps microseconds, so truncating here
+/// makes a value read back equal to the value written on both backends.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// Lower-case hex SHA-256, the form every hash column holds.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// A page size the database can bind (i64) and that respects [`MAX_PAGE`].
+pub(crate) fn page_limit(limit: u32) -> i64 {
+    i64::from(limit.min(MAX_PAGE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_hex_is_lower_case_hex_of_the_exact_bytes() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn now_has_microsecond_precision() {
+        assert_eq!(now().timestamp_subsec_nanos() % 1000, 0);
+    }
+
+    #[test]
+    fn page_limit_is_capped() {
+        assert_eq!(page_limit(5), 5);
+        assert_eq!(page_limit(u32::MAX), i64::from(MAX_PAGE));
+    }
+}

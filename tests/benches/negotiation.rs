@@ -1,0 +1,816 @@
+//! Negotiation benchmark: what negotiating costs, and what it buys.
+//!
+//! Run: `cargo bench -p parley-tests --bench negotiation` (see tests/benches/README.md).
+//!
+//! In one run, against real Parley servers started in this process on loopback
+//! (`parley_tests::TestApp`: SQLite in a temp dir, the example capabilities):
+//!
+//! - **(a)** full negotiations with the built-in backend, from the requester's hello to the
+//!   first application answer, each against a provider that does not know the protocol.
+//!   *cold*: a fresh provider (fresh data dir, so an empty sandbox artifact cache) per run;
+//!   *warm*: one provider, the protocol text made unique per run (a sentence added to
+//!   `# Requirements`, so a new hash), so only the compiled-artifact cache can be warm.
+//!   Each run is split at the requester's progress reports into hello, the provider's
+//!   evaluate + generate + verify (+ publish) exchange, the closing exchange, and the first
+//!   application call.
+//! - **(b)** application messages through the negotiated protocol (0-RTT: a protocol token,
+//!   no negotiation, no model) and **(c)** plain NLIP text messages, sequentially over one
+//!   connection, HTTP keep-alive (JSON) and WebSocket (CBOR), in alternating blocks so that
+//!   load from other processes hits both alike; median, p99, mean, requests/s, and (b)/(c).
+//! - **model calls**: full negotiations whose provider uses the OpenAI-compatible protocol
+//!   reasoner against the scripted OpenAI-compatible server (`ScriptedOpenAi`), counting the
+//!   chat-completion requests it received: with nothing failing, with one failed
+//!   verification, and with the hybrid reasoner (built-in first).
+//!
+//! Knobs (environment): `BENCH_NEGOTIATIONS` (runs per (a) variant, default 5),
+//! `BENCH_REQUESTS` (measured requests per message kind and transport, default 3000),
+//! `BENCH_WARMUP_REQUESTS` (default 300).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parley::agent::Agent;
+use parley::client::NlipClient;
+use parley::config::{ReasonerKind, Settings};
+use parley::negotiation::provider::ProtocolBackend;
+use parley::negotiation::requester::{Outcome, Requester};
+use parley::startup::Bound;
+use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
+use parley_negotiator::{
+    BuiltinProtocolReasoner, CapabilitySpec, Evaluation, ProtocolDoc, ProtocolHash,
+};
+use parley_nlip::{Content, Format, Message};
+use parley_store::Store;
+use parley_tests::{TestApp, example_capabilities, test_settings};
+use serde_json::{Value, json};
+
+type Result<T> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this without it.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!(
+            "negotiation benchmark skipped: run it with `cargo bench -p parley-tests --bench negotiation`"
+        );
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("negotiation benchmark failed: no tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("negotiation benchmark failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    negotiations: usize,
+    requests: usize,
+    warmup: usize,
+}
+
+impl Config {
+    fn from_env() -> Result<Config> {
+        fn num(name: &str, default: usize) -> Result<usize> {
+            match std::env::var(name) {
+                Ok(v) => v.parse().map_err(|e| format!("{name}={v:?}: {e}")),
+                Err(_) => Ok(default),
+            }
+        }
+        Ok(Config {
+            negotiations: num("BENCH_NEGOTIATIONS", 5)?.clamp(1, 50),
+            requests: num("BENCH_REQUESTS", 3000)?.clamp(100, 100_000),
+            warmup: num("BENCH_WARMUP_REQUESTS", 300)?.min(10_000),
+        })
+    }
+}
+
+async fn run() -> Result<()> {
+    let config = Config::from_env()?;
+    let started = Instant::now();
+    println!(
+        "negotiation benchmark: {} negotiations per variant, {} requests per series after {} warm-up; {} CPUs, load average {}",
+        config.negotiations,
+        config.requests,
+        config.warmup,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
+    let base = product_protocol()?;
+
+    // (a) full negotiations.
+    let mut cold = Vec::new();
+    for _ in 0..config.negotiations {
+        let provider_dir = tempdir()?;
+        let app = TestApp::spawn(&test_settings(provider_dir.path())).await;
+        let cache_dir = provider_dir.path().join("sandbox-cache");
+        let before = artifacts(&cache_dir);
+        let requester_dir = tempdir()?;
+        let requester = requester(&requester_dir).await?;
+        // The product protocol itself: every provider here is new, so every run is cold.
+        let mut timing = negotiate_and_call(&requester, &app.url(), &base).await?;
+        timing.cache_before = before;
+        timing.cache_after = artifacts(&cache_dir);
+        cold.push(timing);
+        app.stop().await;
+    }
+    let warm = {
+        let provider_dir = tempdir()?;
+        let app = TestApp::spawn(&test_settings(provider_dir.path())).await;
+        let cache_dir = provider_dir.path().join("sandbox-cache");
+        let requester_dir = tempdir()?;
+        let requester = requester(&requester_dir).await?;
+        // One untimed negotiation fills the artifact cache (and any lazy start-up work).
+        negotiate_and_call(&requester, &app.url(), &unique(&base, "warm-up")).await?;
+        let mut runs = Vec::new();
+        for i in 0..config.negotiations {
+            let text = unique(&base, &format!("warm run {i}"));
+            let before = artifacts(&cache_dir);
+            let mut timing = negotiate_and_call(&requester, &app.url(), &text).await?;
+            timing.cache_before = before;
+            timing.cache_after = artifacts(&cache_dir);
+            runs.push(timing);
+        }
+        app.stop().await;
+        runs
+    };
+    print_negotiations(&cold, &warm);
+
+    // (b) and (c).
+    let provider_dir = tempdir()?;
+    let server = KeptServer::spawn(&test_settings(provider_dir.path())).await?;
+    let url = format!("http://{}/nlip", server.addr);
+    let requester_dir = tempdir()?;
+    let requester = requester(&requester_dir).await?;
+    let hash = ProtocolHash::of(&base);
+    let negotiated = requester
+        .negotiate(&url, &base, |_| {})
+        .await
+        .map_err(|e| format!("negotiation for (b): {e}"))?;
+    if negotiated.outcome != Outcome::Agreed {
+        return Err(format!("negotiation for (b): {:?}", negotiated.outcome));
+    }
+    let payload = product_request("m1");
+    let application = parley::negotiation::application_message(&hash, payload.clone());
+    let text = Message::text("english", "Hello");
+    let mut rows = Vec::new();
+    for (transport, url) in [
+        ("HTTP/1.1 JSON", url.clone()),
+        ("WebSocket CBOR", format!("ws://{}/nlip/ws", server.addr)),
+    ] {
+        let client = NlipClient::connect(&url, false)
+            .await
+            .map_err(|e| format!("connect {url}: {e}"))?;
+        let mut driver = Driver {
+            client: Some(client),
+            agent: server.agent.clone(),
+            hash,
+            peer: server.addr,
+        };
+        let [b, c] = driver
+            .alternate([Op::Send(&application), Op::Send(&text)], config)
+            .await?;
+        rows.push((transport, "(b) application 0-RTT", b));
+        rows.push((transport, "(c) text", c));
+    }
+    // The same work without a transport: where (b)'s time goes.
+    let mut driver = Driver {
+        client: None,
+        agent: server.agent.clone(),
+        hash,
+        peer: server.addr,
+    };
+    let [handler, b, c] = driver
+        .alternate(
+            [
+                Op::Application(&payload),
+                Op::Handle(&application),
+                Op::Handle(&text),
+            ],
+            config,
+        )
+        .await?;
+    rows.push(("in-process", "(b) Agent::handle", b));
+    rows.push(("in-process", "(c) Agent::handle", c));
+    rows.push(("in-process", "(b) Provider::application", handler));
+    server.stop().await;
+    print_latency(&rows);
+
+    // Model calls with the OpenAI-compatible protocol reasoner.
+    let model_rows = model_calls(&base).await?;
+    print_model_calls(&model_rows);
+
+    println!();
+    println!(
+        "total benchmark time: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+// --- helpers ------------------------------------------------------------------------------
+
+/// The 1-, 5- and 15-minute load averages (other processes share this machine's cores).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "?".to_owned(),
+        |l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn product_protocol() -> Result<String> {
+    let path = repo().join("examples/protocols/product-info.md");
+    std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn product_request(id: &str) -> Value {
+    json!({"messageId": id, "type": "REQUEST", "action": "getProductInfo", "productId": "P12345"})
+}
+
+fn tempdir() -> Result<tempfile::TempDir> {
+    tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))
+}
+
+/// The protocol text with one sentence added to `# Requirements`: a different hash, so a
+/// provider must negotiate it from scratch.
+fn unique(text: &str, tag: &str) -> String {
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    text.replacen(
+        "# Requirements\n\n",
+        &format!("# Requirements\n\nBenchmark protocol ({tag}, {nonce}).\n\n"),
+        1,
+    )
+}
+
+async fn requester(dir: &tempfile::TempDir) -> Result<Requester> {
+    let url = format!("sqlite://{}/requester.db?mode=rwc", dir.path().display());
+    let store: Arc<dyn Store> = parley_store::connect(&url, Default::default())
+        .await
+        .map_err(|e| format!("requester store: {e}"))?;
+    Ok(Requester {
+        store,
+        max_rounds: 10,
+    })
+}
+
+/// Files in the sandbox's artifact cache directory (compiled handlers and their MACs).
+fn artifacts(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .count()
+    })
+}
+
+/// One full negotiation and its first application answer, split at the requester's progress
+/// reports.
+#[derive(Debug, Clone, Default)]
+struct NegotiationTiming {
+    total: Duration,
+    /// Hello → the provider's destinationHello (plus the requester's local store write).
+    hello: Duration,
+    /// protocolNegotiation → the provider's acceptance and codeGeneration: evaluation,
+    /// handler generation, sandbox publish (wizer snapshot + compile) and verification.
+    provider_build: Duration,
+    /// The requester's codeGeneration and its local records.
+    finish: Duration,
+    /// The first application message and its answer (`Requester::call`, a new connection).
+    first_call: Duration,
+    messages: u32,
+    cache_before: usize,
+    cache_after: usize,
+}
+
+async fn negotiate_and_call(
+    requester: &Requester,
+    url: &str,
+    text: &str,
+) -> Result<NegotiationTiming> {
+    let mut marks: Vec<(&'static str, Instant)> = Vec::new();
+    let start = Instant::now();
+    let negotiated = requester
+        .negotiate(url, text, |p| marks.push((p.stage, Instant::now())))
+        .await
+        .map_err(|e| format!("negotiation failed: {e}"))?;
+    let negotiated_at = Instant::now();
+    if negotiated.outcome != Outcome::Agreed {
+        return Err(format!(
+            "negotiation did not agree: {:?}",
+            negotiated.outcome
+        ));
+    }
+    let called = requester
+        .call(url, &negotiated.hash, product_request("first"))
+        .await
+        .map_err(|e| format!("first application call failed: {e}"))?;
+    let end = Instant::now();
+    if called.answer["productInfo"]["productId"] != "P12345" || called.renegotiated.is_some() {
+        return Err(format!("unexpected first answer: {}", called.answer));
+    }
+    let at = |stage: &str| {
+        marks
+            .iter()
+            .find(|(s, _)| *s == stage)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| format!("no {stage:?} progress report; stages: {marks:?}"))
+    };
+    let negotiating = at("negotiating")?;
+    let agreed = at("agreed; code generation")?;
+    Ok(NegotiationTiming {
+        total: end - start,
+        hello: negotiating - start,
+        provider_build: agreed - negotiating,
+        finish: negotiated_at - agreed,
+        first_call: end - negotiated_at,
+        messages: negotiated.messages,
+        ..NegotiationTiming::default()
+    })
+}
+
+fn check_application(reply: &Message) -> Result<()> {
+    match (&reply.format, &reply.content) {
+        (Format::Structured, Content::Json(v)) if v["productInfo"]["productId"] == "P12345" => {
+            Ok(())
+        }
+        _ => Err(format!("unexpected application reply: {reply:?}")),
+    }
+}
+
+fn check_text(reply: &Message) -> Result<()> {
+    if reply.format == Format::Text {
+        Ok(())
+    } else {
+        Err(format!("unexpected text reply: {reply:?}"))
+    }
+}
+
+/// Latencies of sequential request/reply exchanges over one connection.
+#[derive(Debug, Clone, Default)]
+struct Series {
+    samples: Vec<Duration>,
+    busy: Duration,
+}
+
+impl Series {
+    fn sorted(&self) -> Vec<Duration> {
+        let mut s = self.samples.clone();
+        s.sort_unstable();
+        s
+    }
+    fn median(&self) -> Duration {
+        percentile(&self.sorted(), 50.0)
+    }
+    fn p99(&self) -> Duration {
+        percentile(&self.sorted(), 99.0)
+    }
+    fn mean(&self) -> Duration {
+        if self.samples.is_empty() {
+            return Duration::ZERO;
+        }
+        self.samples.iter().sum::<Duration>() / self.samples.len() as u32
+    }
+    fn per_second(&self) -> f64 {
+        self.samples.len() as f64 / self.busy.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// One way of sending a message.
+#[derive(Debug, Clone, Copy)]
+enum Op<'a> {
+    /// Over the driver's NLIP connection.
+    Send(&'a Message),
+    /// Straight into `Agent::handle` (everything but the transport).
+    Handle(&'a Message),
+    /// Straight into `Provider::application` (protocol cache, schema checks, sandbox call).
+    Application(&'a Value),
+}
+
+struct Driver {
+    client: Option<NlipClient>,
+    agent: Arc<Agent>,
+    hash: ProtocolHash,
+    peer: std::net::SocketAddr,
+}
+
+impl Driver {
+    /// Sends once and checks the answer.
+    async fn exec(&mut self, op: Op<'_>) -> Result<()> {
+        match op {
+            Op::Send(message) => {
+                let client = self.client.as_mut().ok_or("no connection")?;
+                let received = client.send(message).await.map_err(|e| e.to_string())?;
+                if received.status != 200 {
+                    return Err(format!("HTTP {}: {:?}", received.status, received.message));
+                }
+                check_reply(message, &received.message)
+            }
+            Op::Handle(message) => {
+                let reply = self.agent.handle(message, self.peer).await;
+                check_reply(message, &reply.message)
+            }
+            Op::Application(payload) => {
+                let answer = self
+                    .agent
+                    .provider
+                    .application(
+                        &self.hash,
+                        payload,
+                        "bench",
+                        tokio::runtime::Handle::current(),
+                    )
+                    .await
+                    .map_err(|e| format!("application: {e:?}"))?;
+                if answer["productInfo"]["productId"] == "P12345" {
+                    Ok(())
+                } else {
+                    Err(format!("unexpected application answer: {answer}"))
+                }
+            }
+        }
+    }
+
+    /// Warm-up, then `requests` exchanges of each op, sequentially, in alternating blocks
+    /// of 100 so that outside load falls on every series alike.
+    async fn alternate<const N: usize>(
+        &mut self,
+        ops: [Op<'_>; N],
+        config: Config,
+    ) -> Result<[Series; N]> {
+        for _ in 0..config.warmup {
+            for op in ops {
+                self.exec(op).await?;
+            }
+        }
+        let mut series: [Series; N] = std::array::from_fn(|_| Series::default());
+        const BLOCK: usize = 100;
+        let mut done = 0;
+        while done < config.requests {
+            let n = BLOCK.min(config.requests - done);
+            for (op, s) in ops.iter().zip(series.iter_mut()) {
+                let block = Instant::now();
+                for _ in 0..n {
+                    let t = Instant::now();
+                    self.exec(*op).await?;
+                    s.samples.push(t.elapsed());
+                }
+                s.busy += block.elapsed();
+            }
+            done += n;
+        }
+        Ok(series)
+    }
+}
+
+/// An application message must get its product, a text message a text answer.
+fn check_reply(sent: &Message, reply: &Message) -> Result<()> {
+    if sent.format == Format::Text {
+        check_text(reply)
+    } else {
+        check_application(reply)
+    }
+}
+
+// --- model calls -----------------------------------------------------------------------------
+
+struct ModelRow {
+    scenario: &'static str,
+    reasoner: &'static str,
+    outcome: String,
+    nlip_messages: u32,
+    meta_messages: usize,
+    requests: Vec<&'static str>,
+    elapsed: Duration,
+}
+
+/// A server built as `TestApp` builds one, keeping its agent for in-process measurements.
+struct KeptServer {
+    addr: std::net::SocketAddr,
+    agent: Arc<Agent>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl KeptServer {
+    async fn spawn(settings: &Settings) -> Result<KeptServer> {
+        let bound = Bound::new(settings)
+            .await
+            .map_err(|e| format!("server: {e:#}"))?;
+        let (addr, agent) = (bound.addr, bound.state.agent.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(bound.run(async {
+            let _ = rx.await;
+        }));
+        Ok(KeptServer {
+            addr,
+            agent,
+            shutdown: Some(tx),
+            task,
+        })
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+fn answer(value: Value) -> ScriptedReply {
+    ScriptedReply::text(value.to_string())
+}
+
+/// What each recorded chat-completion request was for.
+fn request_kind(body: &Value) -> &'static str {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    let user = body["messages"][1]["content"].as_str().unwrap_or_default();
+    if system.starts_with("You evaluate") {
+        "evaluate"
+    } else if user.contains("<failure>") {
+        "fix"
+    } else if system.starts_with("You write protocol handlers") {
+        "generate"
+    } else {
+        "other"
+    }
+}
+
+async fn model_calls(base: &str) -> Result<Vec<ModelRow>> {
+    // A correct handler as a model would write it: the built-in generator's, for the
+    // capability the built-in reasoner maps the protocol onto.
+    let doc = ProtocolDoc::parse(base).map_err(|e| e.to_string())?;
+    let capabilities = parley::startup::load_capabilities(Some(&example_capabilities()))
+        .map_err(|e| format!("{e:#}"))?;
+    let specs = CapabilitySpec::all(&capabilities);
+    let Evaluation::Accept { mapping } = BuiltinProtocolReasoner.evaluate_sync(&doc, &specs) else {
+        return Err("the built-in reasoner does not accept the product protocol".into());
+    };
+    let good = BuiltinProtocolReasoner
+        .generate_sync(&doc, &specs, Some(&mapping))
+        .map_err(|e| e.to_string())?;
+    let capability = mapping.capability.clone();
+    let accept = answer(json!({
+        "decision": "accept",
+        "reason": "getProductInfo serves every field.",
+        "capability": capability,
+    }));
+    let good_handler = answer(json!({"source": good.source, "grants": good.grants}));
+    // Answers every request with status 500: fails the protocol's test cases.
+    let broken_handler = answer(json!({
+        "source": "function handle(request) {\n  return { messageId: request.messageId, type: \"RESPONSE\", status: { code: 500, message: \"not implemented\" } };\n}\n",
+        "grants": [capability],
+    }));
+
+    let scenarios = [
+        (
+            "nothing fails",
+            ProtocolBackend::Openai,
+            vec![accept.clone(), good_handler.clone()],
+        ),
+        (
+            "one failed verification",
+            ProtocolBackend::Openai,
+            vec![accept.clone(), broken_handler, good_handler.clone()],
+        ),
+        ("nothing fails", ProtocolBackend::Hybrid, vec![]),
+    ];
+    let mut rows = Vec::new();
+    for (scenario, backend, script) in scenarios {
+        let model = ScriptedOpenAi::start().await;
+        for reply in script {
+            model.push(reply);
+        }
+        // The server configured as an operator would: `reasoner = "openai"` pointing at the
+        // scripted endpoint, and the protocol backend under test.
+        let provider_dir = tempdir()?;
+        let mut settings = test_settings(provider_dir.path());
+        settings.reasoner = ReasonerKind::Openai;
+        settings.openai.base_url = model.base_url();
+        settings.openai.model = "scripted-model".into();
+        settings.openai.timeout_secs = 10;
+        settings.negotiation.backend = backend;
+        let app = TestApp::spawn(&settings).await;
+        let requester_dir = tempdir()?;
+        let requester = requester(&requester_dir).await?;
+        let t = Instant::now();
+        let negotiated = requester
+            .negotiate(&app.url(), base, |_| {})
+            .await
+            .map_err(|e| format!("{backend:?} negotiation ({scenario}): {e}"))?;
+        let outcome = match &negotiated.outcome {
+            Outcome::Agreed => {
+                let called = requester
+                    .call(&app.url(), &negotiated.hash, product_request("m1"))
+                    .await
+                    .map_err(|e| format!("{backend:?} call: {e}"))?;
+                if called.answer["productInfo"]["productId"] == "P12345" {
+                    "agreed, answered".to_owned()
+                } else {
+                    format!("agreed, wrong answer {}", called.answer)
+                }
+            }
+            other => format!("{other:?}"),
+        };
+        let elapsed = t.elapsed();
+        app.stop().await;
+        rows.push(ModelRow {
+            scenario,
+            reasoner: match backend {
+                ProtocolBackend::Openai => "openai",
+                ProtocolBackend::Hybrid => "hybrid",
+                _ => "other",
+            },
+            outcome,
+            nlip_messages: negotiated.messages,
+            meta_messages: negotiated.transcript.len(),
+            requests: model
+                .requests()
+                .iter()
+                .map(|r| request_kind(&r.body))
+                .collect(),
+            elapsed,
+        });
+    }
+    Ok(rows)
+}
+
+// --- report --------------------------------------------------------------------------------
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1e6)
+}
+
+fn print_negotiations(cold: &[NegotiationTiming], warm: &[NegotiationTiming]) {
+    println!();
+    println!("(a) full negotiation, built-in backend: hello -> first application answer (ms)");
+    println!(
+        "{:<6} {:>4} {:>9} {:>8} {:>10} {:>8} {:>10} {:>6} {:>16}",
+        "cache", "run", "total", "hello", "eval+gen+", "finish", "1st call", "NLIP", "cache files",
+    );
+    println!(
+        "{:<6} {:>4} {:>9} {:>8} {:>10} {:>8} {:>10} {:>6} {:>16}",
+        "", "", "", "", "pub+verify", "", "", "msgs", "before -> after"
+    );
+    for (label, runs) in [("cold", cold), ("warm", warm)] {
+        for (i, t) in runs.iter().enumerate() {
+            println!(
+                "{:<6} {:>4} {:>9} {:>8} {:>10} {:>8} {:>10} {:>6} {:>16}",
+                label,
+                i + 1,
+                ms(t.total),
+                ms(t.hello),
+                ms(t.provider_build),
+                ms(t.finish),
+                ms(t.first_call),
+                t.messages,
+                format!("{} -> {}", t.cache_before, t.cache_after),
+            );
+        }
+        let series = |f: fn(&NegotiationTiming) -> Duration| Series {
+            samples: runs.iter().map(f).collect(),
+            busy: Duration::ZERO,
+        };
+        let total = series(|t| t.total);
+        println!(
+            "{:<6} {:>4} {:>9} {:>8} {:>10} {:>8} {:>10}   (p99 = max at this n: {} ms; goal < 2000 ms: {})",
+            label,
+            "med",
+            ms(total.median()),
+            ms(series(|t| t.hello).median()),
+            ms(series(|t| t.provider_build).median()),
+            ms(series(|t| t.finish).median()),
+            ms(series(|t| t.first_call).median()),
+            ms(total.p99()),
+            if total.p99() < Duration::from_secs(2) {
+                "met"
+            } else if total.median() < Duration::from_secs(2) {
+                "median met, p99 missed"
+            } else {
+                "MISSED"
+            }
+        );
+    }
+    println!(
+        "cold = a fresh provider per run (fresh data dir: empty sandbox artifact cache, so the \
+         wizer-instrumented runtime is compiled too); warm = one provider after an untimed run, \
+         a new protocol hash per run: the handler (its source names the hash) is still \
+         snapshotted and compiled every run (one new artifact), the instrumented runtime is \
+         reused. cache files include the cache's key file"
+    );
+}
+
+fn print_latency(rows: &[(&str, &str, Series)]) {
+    println!();
+    println!("(b) application message through the cached protocol (0-RTT) vs (c) plain NLIP text");
+    println!(
+        "    sequential, one in flight, over one connection (in-process: direct calls); latency in µs"
+    );
+    println!(
+        "{:<16} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9}",
+        "transport", "message", "n", "median", "p99", "mean", "req/s"
+    );
+    for (transport, name, s) in rows {
+        println!(
+            "{:<16} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0}",
+            transport,
+            name,
+            s.samples.len(),
+            us(s.median()),
+            us(s.p99()),
+            us(s.mean()),
+            s.per_second()
+        );
+    }
+    let ratio = |b: Duration, c: Duration| b.as_secs_f64() / c.as_secs_f64().max(1e-12);
+    println!();
+    for pair in rows.windows(2) {
+        let [(transport, bn, b), (t2, cn, c)] = pair else {
+            continue;
+        };
+        if transport != t2 || !bn.starts_with("(b)") || !cn.starts_with("(c)") {
+            continue;
+        }
+        let median = ratio(b.median(), c.median());
+        println!(
+            "{:<16} (b)/(c): median {:.2}x, p99 {:.2}x, mean {:.2}x  (goal <= 1.5x: {})",
+            transport,
+            median,
+            ratio(b.p99(), c.p99()),
+            ratio(b.mean(), c.mean()),
+            if median <= 1.5 { "met" } else { "MISSED" }
+        );
+    }
+}
+
+fn print_model_calls(rows: &[ModelRow]) {
+    println!();
+    println!(
+        "model calls per negotiation (provider configured with reasoner = openai against a \
+         scripted OpenAI-compatible server; product protocol, hello -> agreed + first answer)"
+    );
+    println!(
+        "{:<8} {:<24} {:<18} {:>5} {:>5} {:>6} {:>8}  requests",
+        "reasoner", "scenario", "outcome", "NLIP", "meta", "calls", "ms"
+    );
+    for r in rows {
+        println!(
+            "{:<8} {:<24} {:<18} {:>5} {:>5} {:>6} {:>8}  {}",
+            r.reasoner,
+            r.scenario,
+            r.outcome,
+            r.nlip_messages,
+            r.meta_messages,
+            r.requests.len(),
+            ms(r.elapsed),
+            if r.requests.is_empty() {
+                "-".to_owned()
+            } else {
+                r.requests.join(", ")
+            }
+        );
+    }
+    let worst = rows
+        .iter()
+        .filter(|r| r.scenario == "nothing fails")
+        .map(|r| r.requests.len())
+        .max()
+        .unwrap_or(0);
+    println!(
+        "calls = chat-completion requests the scripted server received (NLIP = requester's NLIP \
+         messages, meta = meta-protocol messages both ways); goal <= 3 when nothing fails: {} \
+         (the public implementation: 14)",
+        if worst <= 3 { "met" } else { "MISSED" }
+    );
+}

@@ -1,0 +1,126 @@
+//! Shared helpers for Parley's integration tests: start a real server on loopback ports
+//! chosen by the OS, with its own database, and stop it again.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use parley::config::Settings;
+use parley::startup::Bound;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The repository's example capabilities file (product catalogue and more).
+pub fn example_capabilities() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/capabilities.toml")
+}
+
+/// Settings for a test server: ephemeral loopback ports, SQLite in `dir`, the example
+/// capabilities, the built-in reasoner.
+pub fn test_settings(dir: &Path) -> Settings {
+    let mut settings = Settings {
+        listen: "127.0.0.1:0".parse().expect("literal address"),
+        upload_listen: "127.0.0.1:0".parse().expect("literal address"),
+        data_dir: dir.to_owned(),
+        capabilities: Some(example_capabilities()),
+        ..Settings::default()
+    };
+    // Dozens of test servers share two cores: compile handlers only when a test needs them.
+    settings.sandbox.warm_up = false;
+    settings
+}
+
+/// A running server. Dropping it without [`TestApp::stop`] aborts it.
+#[derive(Debug)]
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub upload_addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestApp {
+    /// Binds, builds and starts a server with these settings.
+    pub async fn spawn(settings: &Settings) -> TestApp {
+        let bound = Bound::new(settings).await.expect("test server starts");
+        let (addr, upload_addr) = (bound.addr, bound.upload_addr);
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(bound.run(async {
+            let _ = rx.await;
+        }));
+        TestApp {
+            addr,
+            upload_addr,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// `http://…/nlip`
+    pub fn url(&self) -> String {
+        format!("http://{}/nlip", self.addr)
+    }
+
+    pub fn http(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn ws(&self, path: &str) -> String {
+        format!("ws://{}{path}", self.addr)
+    }
+
+    /// Graceful shutdown; waits until the server has stopped.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("server task did not panic")
+                .expect("server stopped cleanly");
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// POSTs raw bytes to a URL and returns status, content type and body.
+pub async fn post_raw(
+    url: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, String, Vec<u8>) {
+    let client = reqwest::Client::new();
+    let mut req = client.post(url).body(body);
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let resp = req.send().await.expect("request is sent");
+    let status = resp.status().as_u16();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (status, ct, resp.bytes().await.expect("body").to_vec())
+}
+
+/// POSTs a JSON value and decodes the reply as JSON.
+pub async fn post_json(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let (status, _, bytes) = post_raw(
+        url,
+        Some("application/json"),
+        serde_json::to_vec(body).expect("json"),
+    )
+    .await;
+    (
+        status,
+        serde_json::from_slice(&bytes).expect("reply is JSON"),
+    )
+}

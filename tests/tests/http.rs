@@ -1,0 +1,366 @@
+//! ECMA-431 over real sockets: POST /nlip with JSON and CBOR, every error as an NLIP
+//! message with its status, the mandatory exchanges, uploads on the second port, and
+//! conversations that survive a restart.
+
+use parley_nlip::{ErrorInfo, Format, Message, Submessage, TokenKind};
+use parley_tests::{TestApp, post_json, post_raw, test_settings};
+use serde_json::{Value, json};
+
+fn error_code(reply: &Value) -> String {
+    let m = parley_nlip::from_json_value(reply).expect("error replies are NLIP messages");
+    ErrorInfo::from_message(&m).expect("error part").code
+}
+
+#[tokio::test]
+async fn text_message_on_both_paths_gets_a_text_reply_in_the_same_language() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    for path in ["/nlip", "/nlip/"] {
+        let (status, reply) = post_json(
+            &app.http(path),
+            &json!({"format": "text", "subformat": "english", "content": "What can you do?"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{path}: {reply}");
+        assert_eq!(reply["format"], "text");
+        assert_eq!(reply["subformat"], "english");
+        let text = reply["content"].as_str().expect("text content");
+        assert!(text.contains("getProductInfo"), "{text}");
+        // Canonical output: lowercase keys only, no nulls, no empty submessages.
+        let keys: Vec<_> = reply.as_object().expect("object").keys().cloned().collect();
+        assert_eq!(keys, ["format", "subformat", "content"]);
+    }
+    let (_, reply) = post_json(
+        &app.url(),
+        &json!({"Format": "TEXT", "SubFormat": "English", "Content": "help"}),
+    )
+    .await;
+    assert_eq!(reply["subformat"], "English");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn cbor_bodies_are_answered_in_cbor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let msg = Message::text("english", "help").with_submessage(Submessage::new(
+        Format::Binary,
+        "image/png",
+        parley_nlip::Content::Bytes(vec![137, 80, 78, 71]),
+    ));
+    let (status, ct, body) = post_raw(
+        &app.url(),
+        Some("application/cbor"),
+        parley_nlip::to_cbor_vec(&msg),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(ct, "application/cbor");
+    let reply = parley_nlip::from_cbor_slice(&body).expect("CBOR reply");
+    assert_eq!(reply.format, Format::Text);
+
+    let (status, ct, body) = post_raw(&app.url(), Some("application/cbor"), vec![0xff, 0x13]).await;
+    assert_eq!((status, ct.as_str()), (400, "application/cbor"));
+    let reply = parley_nlip::from_cbor_slice(&body).expect("CBOR error reply");
+    assert_eq!(
+        ErrorInfo::from_message(&reply).expect("error").code,
+        "malformed_cbor"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_error_is_an_nlip_message_with_a_fitting_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.max_message_bytes = 4096;
+    let app = TestApp::spawn(&settings).await;
+
+    let cases: Vec<(Option<&str>, Vec<u8>, u16, &str)> = vec![
+        (
+            Some("application/json"),
+            b"{not json".to_vec(),
+            400,
+            "malformed_json",
+        ),
+        (
+            Some("application/json"),
+            br#"{"format":"text","subformat":"english"}"#.to_vec(),
+            422,
+            "invalid_message",
+        ),
+        (
+            Some("application/json"),
+            br#"{"format":"movie","subformat":"x","content":1}"#.to_vec(),
+            422,
+            "invalid_message",
+        ),
+        (
+            Some("application/xml"),
+            b"<nlip/>".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            Some("application/json"),
+            format!(
+                r#"{{"format":"text","subformat":"english","content":"{}"}}"#,
+                "x".repeat(5000)
+            )
+            .into_bytes(),
+            413,
+            "message_too_large",
+        ),
+    ];
+    for (ct, body, status, code) in cases {
+        let (got, got_ct, bytes) = post_raw(&app.url(), ct, body).await;
+        assert_eq!(got, status, "{code}");
+        assert_eq!(got_ct, "application/json", "{code}");
+        let reply: Value = serde_json::from_slice(&bytes).expect("JSON error");
+        assert_eq!(error_code(&reply), code);
+        assert_eq!(reply["format"], "text", "{code}: readable text part");
+    }
+    // The invalid-message error names the field.
+    let (_, reply) = post_json(
+        &app.url(),
+        &json!({"format": "text", "subformat": "english"}),
+    )
+    .await;
+    let info = ErrorInfo::from_message(&parley_nlip::from_json_value(&reply).expect("nlip"))
+        .expect("error");
+    assert_eq!(info.field.as_deref(), Some("content"));
+
+    let resp = reqwest::get(app.http("/nlip")).await.expect("GET");
+    assert_eq!(resp.status().as_u16(), 405);
+    let reply: Value = resp.json().await.expect("json");
+    assert_eq!(error_code(&reply), "method_not_allowed");
+    let resp = reqwest::get(app.http("/elsewhere")).await.expect("GET");
+    assert_eq!(resp.status().as_u16(), 404);
+    assert_eq!(error_code(&resp.json().await.expect("json")), "not_found");
+
+    let health: Value = reqwest::get(app.http("/health"))
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["store"], "sqlite");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn tokens_are_echoed_and_control_is_answered_with_control() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let request = json!({
+        "messagetype": "control", "format": "text", "subformat": "english", "content": "status?",
+        "submessages": [
+            {"format": "token", "subformat": "conversation", "content": "client-conv-1"},
+            {"format": "token", "subformat": "authorization", "content": "Bearer abc"},
+            {"format": "token", "subformat": "group_42", "content": {"opaque": [1, 2]}},
+            {"format": "structured", "subformat": "JSON", "content": {"k": "v"}}
+        ]
+    });
+    let (status, reply) = post_json(&app.url(), &request).await;
+    assert_eq!(status, 200, "{reply}");
+    let reply = parley_nlip::from_json_value(&reply).expect("valid reply");
+    assert!(reply.is_control(), "control in, control out");
+    let tokens: Vec<_> = reply.tokens().cloned().collect();
+    for sent in request["submessages"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .take(3)
+    {
+        let sent = parley_nlip::from_json_value(&json!({"format": "text", "subformat": "english", "content": "", "submessages": [sent]}))
+            .expect("valid")
+            .submessages[0]
+            .clone();
+        assert_eq!(
+            tokens.iter().filter(|t| t.same_token(&sent)).count(),
+            1,
+            "{sent:?} echoed once"
+        );
+    }
+    let own = reply
+        .tokens()
+        .find(|t| t.subformat == "conversation_parley")
+        .expect("Parley adds its own conversation token");
+    assert_eq!(own.token_kind(), Some(TokenKind::Conversation));
+
+    // The Python SDK's legacy form of a control message.
+    let (_, reply) = post_json(
+        &app.url(),
+        &json!({"control": true, "format": "text", "subformat": "english", "content": "hello"}),
+    )
+    .await;
+    assert_eq!(reply["messagetype"], "control");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn uploads_go_to_the_second_port_and_can_be_referred_to() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.max_upload_bytes = 1 << 16;
+    let app = TestApp::spawn(&settings).await;
+
+    let (_, reply) = post_json(
+        &app.url(),
+        &json!({"messagetype": "control", "format": "text", "subformat": "english",
+                "content": "Please give me an end-point for large uploads"}),
+    )
+    .await;
+    let reply = parley_nlip::from_json_value(&reply).expect("valid");
+    assert!(reply.is_control());
+    let uri_part = reply
+        .submessages
+        .iter()
+        .find(|s| s.format == Format::Structured && s.subformat == "uri")
+        .expect("structured/uri submessage");
+    let upload_uri = uri_part.content.as_str().expect("uri string").to_owned();
+    assert_eq!(upload_uri, format!("http://{}/upload", app.upload_addr));
+    assert_ne!(app.upload_addr.port(), app.addr.port());
+
+    let blob: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    let (status, _, body) = post_raw(
+        &format!("{upload_uri}?filename=data.bin"),
+        Some("application/octet-stream"),
+        blob.clone(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let stored = parley_nlip::from_json_slice(&body).expect("NLIP reply");
+    let reference = stored
+        .submessages
+        .iter()
+        .find(|s| s.subformat == "uri")
+        .and_then(|s| s.content.as_str())
+        .expect("reference uri")
+        .to_owned();
+    // Content-addressed: the same bytes again give the same reference.
+    let (_, _, again) = post_raw(&upload_uri, None, blob.clone()).await;
+    assert!(String::from_utf8_lossy(&again).contains(&reference));
+    let fetched = reqwest::get(&reference)
+        .await
+        .expect("GET")
+        .bytes()
+        .await
+        .expect("bytes");
+    assert_eq!(fetched.as_ref(), blob.as_slice());
+
+    let with_ref = json!({"format": "text", "subformat": "english", "content": "help",
+        "submessages": [{"format": "structured", "subformat": "uri", "content": reference}]});
+    let (status, _) = post_json(&app.url(), &with_ref).await;
+    assert_eq!(status, 200);
+    let bogus = format!("http://{}/uploads/{}", app.upload_addr, "0".repeat(64));
+    let (status, reply) = post_json(
+        &app.url(),
+        &json!({"format": "text", "subformat": "english", "content": "help",
+        "submessages": [{"format": "structured", "subformat": "uri", "content": bogus}]}),
+    )
+    .await;
+    assert_eq!(
+        (status, error_code(&reply).as_str()),
+        (422, "unknown_upload")
+    );
+
+    let (status, _, body) = post_raw(&upload_uri, None, vec![0u8; (1 << 16) + 1]).await;
+    assert_eq!(status, 413);
+    assert_eq!(
+        error_code(&serde_json::from_slice(&body).expect("json")),
+        "message_too_large"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn conversations_survive_a_restart_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    conversations_survive_a_restart(test_settings(dir.path())).await;
+}
+
+#[tokio::test]
+async fn conversations_survive_a_restart_on_postgres() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (url, guard) = parley_store::testing::fresh_postgres_url().await;
+    let mut settings = test_settings(dir.path());
+    settings.database_url = Some(url);
+    conversations_survive_a_restart(settings).await;
+    guard.drop_database().await.expect("test database dropped");
+}
+
+async fn conversations_survive_a_restart(settings: parley::config::Settings) {
+    let app = TestApp::spawn(&settings).await;
+    let (_, reply) = post_json(&app.url(), &json!({"format": "text", "subformat": "english", "content": "help",
+        "submessages": [{"format": "token", "subformat": "conversation_client", "content": "c-77"}]})).await;
+    let reply = parley_nlip::from_json_value(&reply).expect("valid");
+    let own = reply
+        .tokens()
+        .find(|t| t.subformat == "conversation_parley")
+        .expect("own token")
+        .clone();
+    let conversation_id = own.content.as_str().expect("string id").to_owned();
+    app.stop().await;
+
+    let app = TestApp::spawn(&settings).await;
+    let msg = Message::text("english", "help again").with_submessage(own.clone());
+    let (status, reply) = post_json(&app.url(), &parley_nlip::to_json_value(&msg)).await;
+    assert_eq!(status, 200, "{reply}");
+    let reply = parley_nlip::from_json_value(&reply).expect("valid");
+    assert_eq!(
+        reply.tokens().filter(|t| t.same_token(&own)).count(),
+        1,
+        "own token once, not echoed twice"
+    );
+    app.stop().await;
+
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("store");
+    let log = store
+        .list_messages(&conversation_id, 0, 100)
+        .await
+        .expect("log");
+    assert_eq!(
+        log.len(),
+        4,
+        "two exchanges, both directions, across the restart"
+    );
+    assert_eq!(log[2].message["content"], "help again");
+
+    let app = TestApp::spawn(&settings).await;
+    let forged = Message::text("english", "hi").with_submessage(Submessage::new(
+        Format::Token,
+        "conversation_parley",
+        "no-such-id",
+    ));
+    let (status, reply) = post_json(&app.url(), &parley_nlip::to_json_value(&forged)).await;
+    assert_eq!(
+        (status, error_code(&reply).as_str()),
+        (422, "unknown_conversation")
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_rate_limit_answers_429_in_nlip_form() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.rate_limit_per_second = 1;
+    settings.limits.rate_limit_burst = 2;
+    let app = TestApp::spawn(&settings).await;
+    let body = json!({"format": "text", "subformat": "english", "content": "help"});
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let (status, reply) = post_json(&app.url(), &body).await;
+        if status == 429 {
+            assert_eq!(error_code(&reply), "rate_limited");
+        }
+        statuses.push(status);
+    }
+    assert_eq!(&statuses[..2], &[200, 200], "the burst passes");
+    assert!(statuses[2..].contains(&429), "{statuses:?}");
+    app.stop().await;
+}

@@ -1,0 +1,541 @@
+//! Two Parley agents negotiate the product-information protocol of seed 002 over real NLIP
+//! (the provider serving the example catalogue), the requester calls it, both restart, and
+//! the next call needs no negotiation — on SQLite and on PostgreSQL. Plus the rule breaks a
+//! provider must refuse.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use parley::negotiation::requester::{Outcome, Requester};
+use parley_negotiator::{MetaMessage, ProtocolHash};
+use parley_nlip::ErrorInfo;
+use parley_store::{Direction, Role, Store};
+use parley_tests::{TestApp, test_settings};
+use serde_json::{Value, json};
+
+fn product_protocol() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/protocols/product-info.md"),
+    )
+    .expect("example protocol")
+}
+
+fn request(id: &str, product: &str) -> Value {
+    json!({"messageId": id, "type": "REQUEST", "action": "getProductInfo", "productId": product})
+}
+
+/// A requester with its own SQLite store in `dir` (reopening the same dir is a restart).
+async fn new_requester(dir: &Path) -> Requester {
+    Requester {
+        store: requester_store(dir).await,
+        max_rounds: 10,
+    }
+}
+
+async fn requester_store(dir: &Path) -> Arc<dyn Store> {
+    let url = format!("sqlite://{}/requester.db?mode=rwc", dir.display());
+    parley_store::connect(&url, Default::default())
+        .await
+        .expect("requester store")
+}
+
+/// Counter value from the provider's /metrics (summed over label sets matching `filter`).
+async fn metric(app: &TestApp, name: &str, filter: &str) -> f64 {
+    let text = reqwest::get(app.http("/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|l| l.starts_with(name) && l.contains(filter))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let text = product_protocol();
+    let hash = ProtocolHash::of(&text);
+
+    let provider = TestApp::spawn(&provider_settings).await;
+    let mut stages = Vec::new();
+    let negotiated = requester
+        .negotiate(&provider.url(), &text, |p| stages.push(p.stage))
+        .await
+        .expect("negotiation runs");
+    assert_eq!(
+        negotiated.outcome,
+        Outcome::Agreed,
+        "{:?}",
+        negotiated.transcript
+    );
+    assert_eq!(negotiated.hash, hash);
+    assert!(
+        stages.contains(&"hello") && stages.contains(&"negotiating"),
+        "{stages:?}"
+    );
+    let kinds: Vec<String> = negotiated
+        .transcript
+        .iter()
+        .map(|(d, v)| {
+            let kind = MetaMessage::from_value(v.clone()).map_or("?", |m| m.kind());
+            format!(
+                "{}:{kind}",
+                if *d == Direction::Outbound {
+                    "out"
+                } else {
+                    "in"
+                }
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "out:sourceHello",
+            "in:destinationHello",
+            "out:protocolNegotiation",
+            "in:protocolNegotiation",
+            "in:codeGeneration",
+            "out:codeGeneration"
+        ]
+    );
+
+    let found = requester
+        .call(&provider.url(), &hash, request("m1", "P12345"))
+        .await
+        .expect("call");
+    assert!(found.renegotiated.is_none());
+    assert_eq!(found.answer["messageId"], "m1");
+    assert_eq!(found.answer["status"]["code"], 200);
+    assert_eq!(found.answer["productInfo"]["productId"], "P12345");
+    assert_eq!(found.answer["productInfo"]["currency"], "USD");
+    let missing = requester
+        .call(&provider.url(), &hash, request("m2", "P99999"))
+        .await
+        .expect("call");
+    assert_eq!(missing.answer["status"]["code"], 404);
+    assert_eq!(missing.answer["productInfo"], Value::Null);
+    // The reply names its protocol: the token was echoed.
+    let token = found
+        .reply
+        .tokens()
+        .find(|t| t.subformat == "protocol")
+        .expect("protocol token");
+    assert_eq!(token.content.as_str(), Some(hash.to_string().as_str()));
+    provider.stop().await;
+
+    // Usage per peer is counted in memory and flushed at shutdown at the latest.
+    let provider_store =
+        parley_store::connect(&provider_settings.database_url(), Default::default())
+            .await
+            .expect("provider store");
+    let usage = provider_store
+        .usage("127.0.0.1", &hash.to_string())
+        .await
+        .expect("usage")
+        .expect("usage recorded");
+    assert_eq!(usage.calls(), 2);
+    drop(provider_store);
+
+    // Both restart: a new provider process on the same database, a new requester on the same
+    // local store. The next call needs no negotiation and no reasoner.
+    let provider = TestApp::spawn(&provider_settings).await;
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiations_before = metric(&provider, "parley_negotiation_messages_total", "").await;
+    let reasoner_before = metric(&provider, "parley_reasoner_calls_total", "").await;
+    let again = requester
+        .call(&provider.url(), &hash, request("m3", "P12345"))
+        .await
+        .expect("call after restart");
+    assert!(
+        again.renegotiated.is_none(),
+        "no renegotiation after restart"
+    );
+    assert_eq!(again.answer["productInfo"]["productId"], "P12345");
+    assert_eq!(
+        metric(&provider, "parley_negotiation_messages_total", "").await,
+        negotiations_before
+    );
+    assert_eq!(
+        metric(&provider, "parley_reasoner_calls_total", "").await,
+        reasoner_before
+    );
+
+    // Negotiating the same text again is 0-RTT: the hello names the hash, the provider knows it.
+    let zero = requester
+        .negotiate(&provider.url(), &text, |_| {})
+        .await
+        .expect("hello");
+    assert_eq!(zero.outcome, Outcome::ZeroRtt);
+    assert_eq!(zero.messages, 1);
+
+    let agreements = requester
+        .store
+        .agreements_with_peer(&provider.url(), Role::Requester)
+        .await
+        .expect("agreements");
+    assert_eq!(agreements[0].protocol_hash, hash.to_string());
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn product_info_end_to_end_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    negotiate_call_restart(test_settings(dir.path())).await;
+}
+
+#[tokio::test]
+async fn product_info_end_to_end_on_postgres_with_a_second_instance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (url, guard) = parley_store::testing::fresh_postgres_url().await;
+    let mut settings = test_settings(dir.path());
+    settings.database_url = Some(url.clone());
+    negotiate_call_restart(settings.clone()).await;
+
+    // Another instance on the same PostgreSQL database serves the hash immediately.
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    let mut other = test_settings(other_dir.path());
+    other.database_url = Some(url);
+    let instance = TestApp::spawn(&other).await;
+    let text = product_protocol();
+    let hash = ProtocolHash::of(&text);
+    let message = parley::negotiation::application_message(&hash, request("m9", "P12345"));
+    let (status, reply) =
+        parley_tests::post_json(&instance.url(), &parley_nlip::to_json_value(&message)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["content"]["productInfo"]["productId"], "P12345");
+    instance.stop().await;
+    guard.drop_database().await.expect("test database dropped");
+}
+
+#[tokio::test]
+async fn a_provider_that_forgot_is_renegotiated_automatically() {
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let text = product_protocol();
+    let hash = ProtocolHash::of(&text);
+    let first_dir = tempfile::tempdir().expect("tempdir");
+    let first = TestApp::spawn(&test_settings(first_dir.path())).await;
+    requester
+        .negotiate(&first.url(), &text, |_| {})
+        .await
+        .expect("negotiate");
+    first.stop().await;
+
+    // A provider with an empty database at a new address: unknown hash → negotiate → retry.
+    let second_dir = tempfile::tempdir().expect("tempdir");
+    let second = TestApp::spawn(&test_settings(second_dir.path())).await;
+    let message = parley::negotiation::application_message(&hash, request("m1", "P12345"));
+    let (status, reply) =
+        parley_tests::post_json(&second.url(), &parley_nlip::to_json_value(&message)).await;
+    assert_eq!(status, 404);
+    let err = ErrorInfo::from_message(&parley_nlip::from_json_value(&reply).expect("nlip"))
+        .expect("error");
+    assert_eq!(err.code, "unknown_protocol");
+    assert!(err.message.contains("negotiate"), "{}", err.message);
+
+    let called = requester
+        .call(&second.url(), &hash, request("m1", "P12345"))
+        .await
+        .expect("call renegotiates");
+    assert_eq!(
+        called.renegotiated.as_ref().map(|n| n.outcome.clone()),
+        Some(Outcome::Agreed)
+    );
+    assert_eq!(called.answer["productInfo"]["productId"], "P12345");
+    second.stop().await;
+}
+
+/// Sends meta-protocol messages in one control message and returns status and reply.
+async fn send_meta(
+    app: &TestApp,
+    metas: &[Value],
+    conversation: Option<&parley_nlip::Submessage>,
+) -> (u16, parley_nlip::Message) {
+    let mut message = parley_nlip::Message::text("english", "negotiation").into_control();
+    for m in metas {
+        message.submessages.push(
+            parley_nlip::Submessage::new(parley_nlip::Format::Structured, "json", m.clone())
+                .with_label("anp"),
+        );
+    }
+    if let Some(t) = conversation {
+        message.submessages.push(t.clone());
+    }
+    let (status, reply) =
+        parley_tests::post_json(&app.url(), &parley_nlip::to_json_value(&message)).await;
+    (
+        status,
+        parley_nlip::from_json_value(&reply).expect("NLIP reply"),
+    )
+}
+
+#[tokio::test]
+async fn rule_breaks_are_nlip_errors_and_end_the_negotiation_as_rejected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let app = TestApp::spawn(&settings).await;
+    let rejected_before = metric(&app, "parley_negotiations_total", "outcome=\"rejected\"").await;
+    let text = product_protocol();
+    let proposal = |seq: u64, status: &str| json!({"action": "protocolNegotiation", "sequenceId": seq, "candidateProtocols": text, "status": status});
+
+    // A first message already marked accepted is never accepted without evaluation.
+    let (status, reply) = send_meta(&app, &[proposal(0, "accepted")], None).await;
+    assert_eq!(status, 422);
+    assert_eq!(
+        ErrorInfo::from_message(&reply).expect("error").code,
+        "unevaluated_acceptance"
+    );
+    assert!(
+        reply.is_control(),
+        "a control request gets a control reply, even an error"
+    );
+
+    // A wrong sequenceId is refused, not logged and ignored.
+    let (status, reply) = send_meta(&app, &[proposal(5, "negotiating")], None).await;
+    assert_eq!(status, 422);
+    assert_eq!(
+        ErrorInfo::from_message(&reply).expect("error").code,
+        "sequence_error"
+    );
+
+    // An unknown status is an error, never a crash; the server stays healthy.
+    let (status, reply) = send_meta(&app, &[proposal(0, "maybe")], None).await;
+    assert_eq!(status, 422, "{reply:?}");
+    let health = reqwest::get(app.http("/health")).await.expect("health");
+    assert_eq!(health.status().as_u16(), 200);
+
+    // Each one ended its negotiation as rejected (metrics are process-wide: at least 3 more).
+    let rejected = metric(&app, "parley_negotiations_total", "outcome=\"rejected\"").await;
+    assert!(
+        rejected >= rejected_before + 3.0,
+        "{rejected_before} -> {rejected}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failure() {
+    use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
+    let text = product_protocol();
+    let doc = parley_negotiator::ProtocolDoc::parse(text.clone()).expect("doc");
+    let capabilities =
+        parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
+            .expect("capabilities");
+    let right = parley_negotiator::BuiltinProtocolReasoner
+        .generate_sync(
+            &doc,
+            &parley_negotiator::CapabilitySpec::all(&capabilities),
+            None,
+        )
+        .expect("built-in handler");
+    let wrong = "function handle(r) { return { messageId: r.messageId, type: 'RESPONSE', status: { code: 500, message: 'broken' }, productInfo: null }; }";
+
+    let model = ScriptedOpenAi::start().await;
+    model.push(ScriptedReply::text(
+        json!({"decision": "accept", "reason": "getProductInfo serves it", "capability": "getProductInfo"}).to_string(),
+    ));
+    model.push(ScriptedReply::text(
+        json!({"source": wrong, "grants": ["getProductInfo"]}).to_string(),
+    ));
+    model.push(ScriptedReply::text(
+        json!({"source": right.source, "grants": ["getProductInfo"]}).to_string(),
+    ));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.reasoner = parley::config::ReasonerKind::Openai;
+    settings.openai.base_url = model.base_url();
+    settings.negotiation.backend = parley::negotiation::provider::ProtocolBackend::Openai;
+    let provider = TestApp::spawn(&settings).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&provider.url(), &text, |_| {})
+        .await
+        .expect("negotiate");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "evaluate, generate, fix: {requests:?}");
+    let fix_request = requests[2].body.to_string();
+    assert!(
+        fix_request.contains("broken") || fix_request.contains("500"),
+        "the failure reached the model: {fix_request}"
+    );
+    assert_eq!(
+        metric(
+            &provider,
+            "parley_model_calls_total",
+            "purpose=\"negotiation\""
+        )
+        .await,
+        3.0
+    );
+
+    // The wrong handler is on record as failed; the fixed one serves.
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("store");
+    let active = store
+        .active_handler(&negotiated.hash.to_string())
+        .await
+        .expect("query")
+        .expect("active");
+    assert_eq!(active.source, right.source);
+    assert_eq!(active.verification_passed, Some(true));
+    let answer = requester
+        .call(&provider.url(), &negotiated.hash, request("m1", "P12345"))
+        .await
+        .expect("call");
+    assert_eq!(answer.answer["status"]["code"], 200);
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_test_expectation_goes_to_the_peer_as_fix_error_negotiation() {
+    // The requester's test case expects EUR where the catalogue says USD: every answer the
+    // provider's handler gives is valid, only the expectation is off.
+    let text = product_protocol().replacen("\"currency\": \"USD\"", "\"currency\": \"EUR\"", 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = TestApp::spawn(&test_settings(dir.path())).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&provider.url(), &text, |_| {})
+        .await
+        .expect("negotiate");
+    let Outcome::Rejected { code, .. } = &negotiated.outcome else {
+        panic!("no handler may be activated: {:?}", negotiated.outcome);
+    };
+    assert_eq!(code, "code_generation_failed");
+    let fix_errors: Vec<&Value> = negotiated
+        .transcript
+        .iter()
+        .filter(|(_, v)| v["action"] == "fixErrorNegotiation")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        fix_errors.len(),
+        2,
+        "the provider's report and the requester's answer: {:?}",
+        negotiated.transcript
+    );
+    assert!(
+        fix_errors[0]["errorDescription"]
+            .as_str()
+            .expect("description")
+            .contains("currency")
+    );
+    // Nothing is served for that hash.
+    let message =
+        parley::negotiation::application_message(&negotiated.hash, request("m1", "P12345"));
+    let (status, _) =
+        parley_tests::post_json(&provider.url(), &parley_nlip::to_json_value(&message)).await;
+    assert_eq!(status, 404);
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn negotiation_and_calls_work_over_websocket_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = TestApp::spawn(&test_settings(dir.path())).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let text = product_protocol();
+    for url in [provider.ws("/nlip/ws"), provider.ws("/nlip/ws/text")] {
+        let negotiated = requester
+            .negotiate(&url, &text, |_| {})
+            .await
+            .expect("negotiate over WebSocket");
+        assert!(
+            matches!(negotiated.outcome, Outcome::Agreed | Outcome::ZeroRtt),
+            "{url}: {:?}",
+            negotiated.outcome
+        );
+        let called = requester
+            .call(&url, &negotiated.hash, request("w1", "P12345"))
+            .await
+            .expect("call");
+        assert_eq!(called.answer["productInfo"]["productId"], "P12345", "{url}");
+    }
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn only_what_both_sides_support_is_used() {
+    // A requester that does not announce fixErrorNegotiation never receives one: the
+    // provider reports the failed verification as a failed code generation instead.
+    let text = product_protocol().replacen("\"currency\": \"USD\"", "\"currency\": \"EUR\"", 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = TestApp::spawn(&test_settings(dir.path())).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate_with(
+            &provider.url(),
+            &text,
+            &["testCasesNegotiation".to_owned()],
+            |_| {},
+        )
+        .await
+        .expect("negotiate");
+    assert!(
+        matches!(&negotiated.outcome, Outcome::Rejected { code, .. } if code == "code_generation_failed"),
+        "{:?}",
+        negotiated.outcome
+    );
+    assert!(
+        negotiated
+            .transcript
+            .iter()
+            .all(|(_, v)| v["action"] != "fixErrorNegotiation"),
+        "{:?}",
+        negotiated.transcript
+    );
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn a_peer_without_the_meta_protocol_gets_natural_language() {
+    // A real NLIP peer that knows nothing of ANP: the bare echo server of the benchmarks.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let mut echo = std::process::Command::new(env!("CARGO_BIN_EXE_echo-baseline"))
+        .args(["--listen", &addr.to_string()])
+        .spawn()
+        .expect("echo peer starts");
+    let url = format!("http://{addr}/nlip");
+    for _ in 0..100 {
+        if reqwest::get(format!("http://{addr}/health")).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let err = requester
+        .negotiate(&url, &product_protocol(), |_| {})
+        .await
+        .expect_err("no meta-protocol");
+    assert!(
+        matches!(
+            err,
+            parley::negotiation::requester::RequesterError::NotSupported
+        ),
+        "{err}"
+    );
+    let answer = parley::negotiation::requester::ask_in_natural_language(&url, &product_protocol())
+        .await
+        .expect("natural language");
+    assert!(
+        answer.contains("product"),
+        "the requirement went out as text: {answer}"
+    );
+    let _ = echo.kill();
+    let _ = echo.wait();
+}

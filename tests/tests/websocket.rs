@@ -1,0 +1,160 @@
+//! ECMA-432 over a real WebSocket: CBOR binary frames on /nlip/ws, JSON text frames on
+//! /nlip/ws/text, decoding failures answered with NLIP errors on a connection that stays
+//! usable, and the message size limit.
+
+use futures::{SinkExt, StreamExt};
+use parley::client::NlipClient;
+use parley_nlip::{ErrorInfo, Message};
+use parley_tests::{TestApp, test_settings};
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+async fn next_data(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> Ws {
+    loop {
+        match socket
+            .next()
+            .await
+            .expect("a frame")
+            .expect("no socket error")
+        {
+            Ws::Ping(_) | Ws::Pong(_) => continue,
+            other => return other,
+        }
+    }
+}
+
+#[tokio::test]
+async fn cbor_socket_answers_in_cbor_and_survives_garbage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws"))
+        .await
+        .expect("connect");
+
+    socket
+        .send(Ws::Binary(vec![0xff, 0x00, 0x13].into()))
+        .await
+        .expect("send");
+    let Ws::Binary(bytes) = next_data(&mut socket).await else {
+        panic!("expected a binary frame")
+    };
+    let err = parley_nlip::from_cbor_slice(&bytes).expect("an NLIP error in CBOR");
+    assert_eq!(
+        ErrorInfo::from_message(&err).expect("error").code,
+        "malformed_cbor"
+    );
+    assert_eq!(err.messagetype.as_deref(), Some("error"));
+
+    for i in 0..3 {
+        let msg = Message::text("english", format!("help {i}"));
+        socket
+            .send(Ws::Binary(parley_nlip::to_cbor_vec(&msg).into()))
+            .await
+            .expect("send");
+        let Ws::Binary(bytes) = next_data(&mut socket).await else {
+            panic!("expected binary")
+        };
+        let reply = parley_nlip::from_cbor_slice(&bytes).expect("CBOR reply");
+        assert!(
+            reply
+                .text_content()
+                .expect("text")
+                .contains("getProductInfo")
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn text_socket_speaks_json_and_refuses_binary_frames() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws/text"))
+        .await
+        .expect("connect");
+    socket
+        .send(Ws::Binary(vec![1, 2, 3].into()))
+        .await
+        .expect("send");
+    let Ws::Text(text) = next_data(&mut socket).await else {
+        panic!("expected text")
+    };
+    let err = parley_nlip::from_json_slice(text.as_bytes()).expect("NLIP error");
+    assert_eq!(
+        ErrorInfo::from_message(&err).expect("error").code,
+        "unsupported_media_type"
+    );
+
+    socket
+        .send(Ws::Text(
+            r#"{"Format":"text","Subformat":"english","Content":"help"}"#.into(),
+        ))
+        .await
+        .expect("send");
+    let Ws::Text(text) = next_data(&mut socket).await else {
+        panic!("expected text")
+    };
+    let reply: serde_json::Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(reply["format"], "text");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn client_reuses_one_socket_and_oversized_messages_close_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.max_message_bytes = 2048;
+    let app = TestApp::spawn(&settings).await;
+    let mut client = NlipClient::connect(&app.ws("/nlip/ws"), true)
+        .await
+        .expect("connect");
+    for _ in 0..3 {
+        let reply = client
+            .send(&Message::text("english", "help"))
+            .await
+            .expect("reply");
+        assert_eq!(reply.status, 200);
+    }
+    let big = Message::text("english", "x".repeat(4096));
+    assert!(
+        client.send(&big).await.is_err(),
+        "an oversized message ends the connection"
+    );
+
+    // The server itself is fine.
+    let mut again = NlipClient::connect(&app.ws("/nlip/ws/text"), false)
+        .await
+        .expect("connect");
+    assert!(again.send(&Message::text("english", "help")).await.is_ok());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_server_sends_heartbeat_pings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.ws_ping_interval_ms = 150;
+    let app = TestApp::spawn(&settings).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws"))
+        .await
+        .expect("connect");
+    let ping = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        loop {
+            match socket
+                .next()
+                .await
+                .expect("a frame")
+                .expect("no socket error")
+            {
+                Ws::Ping(_) => return true,
+                _ => continue,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ping, Ok(true), "a ping arrives within a few intervals");
+    app.stop().await;
+}
