@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Incremental state roughly doubles the target directory and buys nothing in a one-shot run.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+df -h . | sed 's/^/disk: /'
+
 scripts/setup.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -12,3 +16,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+df -h . | sed 's/^/disk: /'
+du -sh target 2>/dev/null | sed 's/^/target: /' || true
