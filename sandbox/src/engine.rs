@@ -21,6 +21,11 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// whatever a `CapabilityHost` does on the same thread.
 const WORKER_HOST_STACK: usize = 4 * 1024 * 1024;
 
+/// Stack a call made in place (on the caller's thread) needs beyond the wasm stack: wasmtime's own
+/// frames, the host functions and a `CapabilityHost`. Smaller than the workers' margin because the
+/// check is made against the stack actually left at the call site.
+const IN_PLACE_HOST_STACK: usize = 1024 * 1024;
+
 /// The wasm stack while a handler's top-level code runs at publish time. Publishing happens on the
 /// caller's thread (typically tokio's blocking pool, 2 MiB stacks), so keep well inside that.
 const PUBLISH_WASM_STACK: usize = 512 * 1024;
@@ -196,5 +201,57 @@ impl Drop for Workers {
         if let Ok(mut queue) = self.queue.lock() {
             queue.take();
         }
+    }
+}
+
+/// Decides whether an async call may run in place: on the calling thread, inside
+/// `tokio::task::block_in_place`, instead of being handed to a worker thread and back. The
+/// hand-offs cost two thread wake-ups per call, which on a small machine is more than the call
+/// itself. In place is used only on a multi-threaded runtime (block_in_place moves the worker's
+/// other tasks to a new thread, so the runtime never stalls), when enough stack is left on the
+/// current thread for the configured wasm stack, and for at most `slots` calls at once; any other
+/// call goes to the workers, which also bounds how many calls run together.
+#[derive(Debug)]
+pub(crate) struct InPlace {
+    enabled: bool,
+    required_stack: usize,
+    free: std::sync::atomic::AtomicUsize,
+}
+
+/// One in-place call; gives its slot back when dropped.
+#[derive(Debug)]
+pub(crate) struct InPlaceSlot<'a>(&'a InPlace);
+
+impl Drop for InPlaceSlot<'_> {
+    fn drop(&mut self) {
+        self.0.free.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl InPlace {
+    pub(crate) fn new(enabled: bool, wasm_stack: usize, slots: usize) -> Self {
+        InPlace {
+            enabled,
+            required_stack: wasm_stack.saturating_add(IN_PLACE_HOST_STACK),
+            free: std::sync::atomic::AtomicUsize::new(slots),
+        }
+    }
+
+    /// A slot when this call may run in place here and now.
+    pub(crate) fn try_enter(&self) -> Option<InPlaceSlot<'_>> {
+        if !self.enabled {
+            return None;
+        }
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            return None;
+        }
+        if stacker::remaining_stack().is_none_or(|left| left < self.required_stack) {
+            return None;
+        }
+        self.free
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .ok()?;
+        Some(InPlaceSlot(self))
     }
 }

@@ -47,7 +47,7 @@ pub use crate::config::{ConfigError, SandboxConfig};
 pub use crate::error::SandboxError;
 
 use crate::cache::ArtifactCache;
-use crate::engine::{Ticker, Workers};
+use crate::engine::{InPlace, Ticker, Workers};
 use crate::host::CallState;
 
 /// The guest runtime, embedded at build time (see `build.rs`).
@@ -219,6 +219,7 @@ pub(crate) struct SandboxInner {
     instrumented: std::sync::Mutex<Option<Module>>,
     cache: Option<ArtifactCache>,
     workers: Workers,
+    in_place: InPlace,
     _ticker: Ticker,
     /// Seeds the guest's `random_get`, different for every call.
     seeds: AtomicU64,
@@ -244,6 +245,7 @@ impl Sandbox {
         }
         .min(config.pool_instances as usize);
         let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
+        let in_place = InPlace::new(config.in_place_calls, wasm_stack, workers);
         let workers = Workers::start(workers, wasm_stack)?;
         let ticker = Ticker::start(vec![engine.clone(), publish_engine.clone()])?;
         let seed = std::time::SystemTime::now()
@@ -259,6 +261,7 @@ impl Sandbox {
                 instrumented: std::sync::Mutex::new(None),
                 cache,
                 workers,
+                in_place,
                 _ticker: ticker,
                 seeds: AtomicU64::new(seed),
             }),
@@ -294,6 +297,11 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
+        if let Some(_slot) = self.inner.in_place.try_enter() {
+            return tokio::task::block_in_place(|| {
+                call::call(&self.inner, handler, &input, grants.clone(), host)
+            });
+        }
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let inner = Arc::clone(&self.inner);
         let handler = handler.clone();

@@ -88,6 +88,21 @@ fn invalid_config_is_rejected_by_new() {
     })
     .expect_err("zero memory");
     assert_eq!(error.code(), "invalid_config");
+    // Larger than wasmtime accepts: refused by validation, naming the field, not by the engine.
+    let error = Sandbox::new(SandboxConfig {
+        wasm_stack_bytes: 4 << 20,
+        ..SandboxConfig::default()
+    })
+    .expect_err("4 MiB wasm stack");
+    assert_eq!(error.code(), "invalid_config");
+    assert!(error.to_string().contains("wasm_stack_bytes"), "{error}");
+    // The largest accepted value works.
+    Sandbox::new(SandboxConfig {
+        wasm_stack_bytes: 2 << 20,
+        pool_instances: 2,
+        ..SandboxConfig::default()
+    })
+    .expect("2 MiB wasm stack");
 }
 
 #[tokio::test]

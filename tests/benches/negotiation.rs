@@ -58,6 +58,8 @@ fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // As `parley serve` runs: room for in-place sandbox calls.
+        .thread_stack_size(parley::cli::RUNTIME_THREAD_STACK)
         .build()
     {
         Ok(r) => r,
@@ -80,6 +82,12 @@ struct Config {
     negotiations: usize,
     requests: usize,
     warmup: usize,
+    /// Which parts run: (a), (b)+(c), model calls.
+    part_a: bool,
+    part_bc: bool,
+    part_models: bool,
+    /// `sandbox.in_place_calls` of the (b)/(c) provider.
+    in_place: bool,
 }
 
 impl Config {
@@ -90,10 +98,21 @@ impl Config {
                 Err(_) => Ok(default),
             }
         }
+        let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "a,bc,models".into());
+        let parts: Vec<&str> = parts.split(',').map(str::trim).collect();
+        if let Some(unknown) = parts.iter().find(|p| !["a", "bc", "models"].contains(p)) {
+            return Err(format!(
+                "BENCH_PARTS: unknown part {unknown:?} (a, bc, models)"
+            ));
+        }
         Ok(Config {
             negotiations: num("BENCH_NEGOTIATIONS", 5)?.clamp(1, 50),
             requests: num("BENCH_REQUESTS", 3000)?.clamp(100, 100_000),
             warmup: num("BENCH_WARMUP_REQUESTS", 300)?.min(10_000),
+            part_a: parts.contains(&"a"),
+            part_bc: parts.contains(&"bc"),
+            part_models: parts.contains(&"models"),
+            in_place: num("BENCH_IN_PLACE", 1)? != 0,
         })
     }
 }
@@ -111,7 +130,29 @@ async fn run() -> Result<()> {
     );
     let base = product_protocol()?;
 
-    // (a) full negotiations.
+    if config.part_a {
+        negotiations(&base, config).await?;
+    }
+    if config.part_bc {
+        latency(&base, config).await?;
+    }
+    if config.part_models {
+        // Model calls with the OpenAI-compatible protocol reasoner.
+        let model_rows = model_calls(&base).await?;
+        print_model_calls(&model_rows);
+    }
+
+    println!();
+    println!(
+        "total benchmark time: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// (a): full negotiations against cold and warm providers.
+async fn negotiations(base: &str, config: Config) -> Result<()> {
+    let base = base.to_owned();
     let mut cold = Vec::new();
     for _ in 0..config.negotiations {
         let provider_dir = tempdir()?;
@@ -148,10 +189,16 @@ async fn run() -> Result<()> {
         runs
     };
     print_negotiations(&cold, &warm);
+    Ok(())
+}
 
-    // (b) and (c).
+/// (b) and (c): application messages through the cached protocol and plain text messages.
+async fn latency(base: &str, config: Config) -> Result<()> {
+    let base = base.to_owned();
     let provider_dir = tempdir()?;
-    let server = KeptServer::spawn(&test_settings(provider_dir.path())).await?;
+    let mut settings = test_settings(provider_dir.path());
+    settings.sandbox.in_place_calls = config.in_place;
+    let server = KeptServer::spawn(&settings).await?;
     let url = format!("http://{}/nlip", server.addr);
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
@@ -208,15 +255,9 @@ async fn run() -> Result<()> {
     rows.push(("in-process", "(b) Provider::application", handler));
     server.stop().await;
     print_latency(&rows);
-
-    // Model calls with the OpenAI-compatible protocol reasoner.
-    let model_rows = model_calls(&base).await?;
-    print_model_calls(&model_rows);
-
-    println!();
     println!(
-        "total benchmark time: {:.1} s",
-        started.elapsed().as_secs_f64()
+        "sandbox.in_place_calls = {} (BENCH_IN_PLACE)",
+        config.in_place
     );
     Ok(())
 }

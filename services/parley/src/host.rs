@@ -7,7 +7,8 @@ use parley_capabilities::Capabilities;
 use serde_json::Value;
 
 /// Performs a handler's `host.call` with the real capability bindings. The sandbox calls it
-/// on one of its own threads, never on an async worker, so blocking on the runtime is safe.
+/// on one of its own threads or inside `tokio::task::block_in_place`, never on a thread that
+/// is acting as an async worker at that moment, so blocking on the runtime is safe.
 #[derive(Debug, Clone)]
 pub struct CapabilityBridge {
     capabilities: Arc<Capabilities>,

@@ -142,17 +142,17 @@ impl Encoding {
             return Ok(Encoding::Json);
         };
         let ct = ct.to_str().unwrap_or_default();
-        let essence = ct
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        match essence.as_str() {
-            "application/cbor" => Ok(Encoding::Cbor),
-            "application/json" | "text/json" | "" => Ok(Encoding::Json),
-            e if e.ends_with("+json") => Ok(Encoding::Json),
-            _ => Err(ApiError::UnsupportedMediaType(ct.to_owned())),
+        let essence = ct.split(';').next().unwrap_or_default().trim();
+        let is = |name: &str| essence.eq_ignore_ascii_case(name);
+        let json_suffix = essence.len() > 5
+            && essence.is_char_boundary(essence.len() - 5)
+            && essence[essence.len() - 5..].eq_ignore_ascii_case("+json");
+        if is("application/cbor") {
+            Ok(Encoding::Cbor)
+        } else if is("application/json") || is("text/json") || essence.is_empty() || json_suffix {
+            Ok(Encoding::Json)
+        } else {
+            Err(ApiError::UnsupportedMediaType(ct.to_owned()))
         }
     }
 
@@ -197,10 +197,11 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
 async fn post_nlip(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Body,
+    request: axum::extract::Request,
 ) -> Response {
-    let encoding = match Encoding::of(&headers) {
+    // Only the Content-Type is needed: look at the headers in place rather than cloning them.
+    let (parts, body) = request.into_parts();
+    let encoding = match Encoding::of(&parts.headers) {
         Ok(e) => e,
         Err(e) => return error_response(Encoding::Json, e),
     };
@@ -437,5 +438,45 @@ async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Re
         }
         Ok(None) => error_response(Encoding::Json, ApiError::UnknownUpload(id)),
         Err(e) => error_response(Encoding::Json, e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(content_type: Option<&str>) -> Result<Encoding, String> {
+        let mut headers = HeaderMap::new();
+        if let Some(ct) = content_type {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_str(ct).expect("a valid header value"),
+            );
+        }
+        Encoding::of(&headers).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn content_types_choose_the_encoding() {
+        assert_eq!(of(None), Ok(Encoding::Json));
+        assert_eq!(of(Some("application/json")), Ok(Encoding::Json));
+        assert_eq!(
+            of(Some("Application/JSON; charset=utf-8")),
+            Ok(Encoding::Json)
+        );
+        assert_eq!(of(Some("text/json")), Ok(Encoding::Json));
+        assert_eq!(of(Some("application/nlip+JSON")), Ok(Encoding::Json));
+        assert_eq!(of(Some("")), Ok(Encoding::Json));
+        assert_eq!(of(Some("application/cbor")), Ok(Encoding::Cbor));
+        assert_eq!(of(Some(" APPLICATION/CBOR ;x=1")), Ok(Encoding::Cbor));
+        for refused in [
+            "text/plain",
+            "+json",
+            "application/xml",
+            "application/cbor-seq",
+        ] {
+            let error = of(Some(refused)).expect_err(refused);
+            assert!(error.contains(refused), "{error}");
+        }
     }
 }
