@@ -619,12 +619,28 @@ async fn generated_handlers_pass_their_test_cases_under_node() {
             400,
         ),
         (json!("not an object"), 400),
+        (json!(["an", "array"]), 400),
+        (json!(null), 400),
+        (
+            json!({"messageId": "x", "type": "REQUEST", "action": "getProductInfo"}),
+            400,
+        ),
+        (
+            json!({"messageId": "x", "type": "REQUEST", "action": "getProductInfo", "productId": "P1", "productName": 3}),
+            400,
+        ),
     ] {
         let response = NodeRunner
             .run(&handler.source, request.clone(), Fixtures::default())
             .await
             .expect("runs");
         assert_eq!(response["status"]["code"], code, "{request} -> {response}");
+        assert!(
+            response["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("field") || m.contains("JSON object")),
+            "the message names the problem: {response}"
+        );
         doc.validate_response(&response)
             .expect("error responses follow the schema");
     }

@@ -3,15 +3,6 @@
 // Capability: getProductInfo (the only host.call this handler makes).
 "use strict";
 
-// [field, accepted JSON types (empty: any), required, allowed values (null: any)]
-const REQUEST_FIELDS = [
-  ["messageId", ["string"], true, null],
-  ["type", ["string"], true, ["REQUEST"]],
-  ["action", ["string"], true, ["getProductInfo"]],
-  ["productId", ["string"], true, null],
-  ["productName", ["string"], false, null],
-];
-
 function typeOf(value) {
   if (value === null) return "null";
   if (Array.isArray(value)) return "array";
@@ -24,23 +15,6 @@ function fits(value, types) {
   return types.length === 0 || types.includes(t) || (t === "integer" && types.includes("number"));
 }
 
-// The first problem with the request, or null when it is well-formed.
-function checkRequest(request) {
-  if (typeOf(request) !== "object") return "the request must be a JSON object";
-  for (const [name, types, required, allowed] of REQUEST_FIELDS) {
-    const value = request[name];
-    if (value === undefined) {
-      if (required) return "missing required field " + name;
-      continue;
-    }
-    if (!fits(value, types)) return "field " + name + " must be of type " + types.join(" or ");
-    if (allowed !== null && !allowed.some((v) => JSON.stringify(v) === JSON.stringify(value))) {
-      return "field " + name + " must be one of " + JSON.stringify(allowed);
-    }
-  }
-  return null;
-}
-
 // An echoed request value, or a placeholder of the right type when the request lacks it.
 function echo(value, types) {
   if (value !== undefined && fits(value, types)) return value;
@@ -49,11 +23,31 @@ function echo(value, types) {
   return null;
 }
 
-// Copies result fields into a new object: pairs of [response field, result field].
-function pick(result, pairs) {
-  const out = {};
-  for (const [to, from] of pairs) if (result[from] !== undefined) out[to] = result[from];
-  return out;
+// The first problem with the request, or null when it is well-formed.
+function checkRequest(request) {
+  if (request === null || typeof request !== "object" || Array.isArray(request)) {
+    return "the request must be a JSON object";
+  }
+  let value;
+  value = request.messageId;
+  if (value === undefined) return "missing required field messageId";
+  if (!(typeof value === "string")) return "field messageId must be of type string";
+  value = request.type;
+  if (value === undefined) return "missing required field type";
+  if (!(typeof value === "string")) return "field type must be of type string";
+  if (value !== "REQUEST") return "field type must be one of [\"REQUEST\"]";
+  value = request.action;
+  if (value === undefined) return "missing required field action";
+  if (!(typeof value === "string")) return "field action must be of type string";
+  if (value !== "getProductInfo") return "field action must be one of [\"getProductInfo\"]";
+  value = request.productId;
+  if (value === undefined) return "missing required field productId";
+  if (!(typeof value === "string")) return "field productId must be of type string";
+  value = request.productName;
+  if (value !== undefined) {
+    if (!(typeof value === "string")) return "field productName must be of type string";
+  }
+  return null;
 }
 
 // Builds the response. `result` is the capability's result, or undefined on failure.
@@ -64,13 +58,13 @@ function respond(request, code, message, result) {
   response.type = "RESPONSE";
   response.status = { code: code, message: message };
   if (ok) {
-    response.productInfo = pick(result, [
-      ["productId", "productId"],
-      ["productName", "productName"],
-      ["productDescription", "productDescription"],
-      ["price", "price"],
-      ["currency", "currency"],
-    ]);
+    const picked = {};
+    if (result.productId !== undefined) picked.productId = result.productId;
+    if (result.productName !== undefined) picked.productName = result.productName;
+    if (result.productDescription !== undefined) picked.productDescription = result.productDescription;
+    if (result.price !== undefined) picked.price = result.price;
+    if (result.currency !== undefined) picked.currency = result.currency;
+    response.productInfo = picked;
   } else {
     response.productInfo = null;
   }
