@@ -55,6 +55,41 @@ async fn builtin_help_lists_capabilities() {
 }
 
 #[tokio::test]
+async fn builtin_answers_a_greeting_briefly_and_free_text_with_what_it_cannot_do() {
+    let reasoner = builtin();
+    for greeting in ["Hello", "hi!", "  Good morning. "] {
+        let answer = reasoner
+            .answer(NlRequest::english(greeting))
+            .await
+            .expect("builtin answers");
+        assert!(
+            answer.text.starts_with("Hello, this is "),
+            "{}",
+            answer.text
+        );
+        assert!(
+            answer
+                .text
+                .contains("I can: getOrderStatus, getProductInfo."),
+            "{}",
+            answer.text
+        );
+        assert!(answer.text.contains("\"help\""), "{}", answer.text);
+        assert!(answer.text.len() < 200, "a greeting, not the manual");
+    }
+    // A greeting with a question is a free-form request: the full "cannot" answer.
+    let answer = reasoner
+        .answer(NlRequest::english("Hello! Where is my parcel?"))
+        .await
+        .expect("builtin answers");
+    assert!(
+        answer.text.contains("without a language model"),
+        "{}",
+        answer.text
+    );
+}
+
+#[tokio::test]
 async fn builtin_explicit_invocation_calls_the_dataset() {
     let reasoner = builtin();
     let answer = reasoner

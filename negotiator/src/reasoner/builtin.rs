@@ -28,19 +28,52 @@ const HELP_PHRASES: &[&str] = &[
     "usage",
 ];
 
+/// Greetings, answered with a short greeting that names the capabilities (not the whole help
+/// text: a peer saying hello has not asked for a manual). Matched like the help phrases.
+const GREETINGS: &[&str] = &[
+    "hello",
+    "hi",
+    "hey",
+    "hello there",
+    "good morning",
+    "good afternoon",
+    "good evening",
+    "greetings",
+];
+
 #[derive(Debug)]
 pub struct BuiltinReasoner {
     capabilities: Arc<Capabilities>,
     /// The help text, built once: capabilities do not change while the server runs, and
     /// "what can you do" is the most common message a built-in agent answers.
     help: String,
+    /// The answer to a greeting, built once like the help text.
+    greeting: String,
 }
 
 impl BuiltinReasoner {
     pub fn new(capabilities: Arc<Capabilities>) -> Self {
         let mut help = capabilities.summary();
         help.push_str(&Self::how_to_invoke_text(&capabilities));
-        Self { capabilities, help }
+        let greeting = Self::greeting_text(&capabilities);
+        Self {
+            capabilities,
+            help,
+            greeting,
+        }
+    }
+
+    fn greeting_text(capabilities: &Capabilities) -> String {
+        let names: Vec<&str> = capabilities.iter().map(Capability::name).collect();
+        let can = if names.is_empty() {
+            "I have no capabilities declared yet.".to_owned()
+        } else {
+            format!("I can: {}.", names.join(", "))
+        };
+        format!(
+            "Hello, this is {}. {can} Send \"help\" to see how to call them.",
+            capabilities.agent().name
+        )
     }
 
     fn help(&self) -> String {
@@ -139,6 +172,9 @@ impl Reasoner for BuiltinReasoner {
         let lowered = text.trim_end_matches(['?', '!', '.']).trim().to_lowercase();
         if lowered.is_empty() || HELP_PHRASES.iter().any(|p| lowered == *p) {
             return Ok(plain(self.help()));
+        }
+        if GREETINGS.iter().any(|g| lowered == *g) {
+            return Ok(plain(self.greeting.clone()));
         }
 
         // 3. A capability named anywhere in the message.

@@ -313,13 +313,17 @@ impl Agent {
 
     /// Checks every reference to one of our uploads; returns descriptions of those found.
     async fn resolve_uploads(&self, request: &Message) -> Result<Vec<String>, ApiError> {
-        let prefix = format!("{}/uploads/", self.upload_base);
         let mut found = Vec::new();
         for sub in request.payload_submessages() {
             if sub.format != Format::Structured || !sub.subformat.eq_ignore_ascii_case("uri") {
                 continue;
             }
-            let Some(id) = sub.content.as_str().and_then(|u| u.strip_prefix(&prefix)) else {
+            let Some(id) = sub
+                .content
+                .as_str()
+                .and_then(|u| u.strip_prefix(self.upload_base.as_str()))
+                .and_then(|u| u.strip_prefix("/uploads/"))
+            else {
                 continue;
             };
             match self.store.upload_meta(id).await? {
