@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 # Incremental state roughly doubles the target directory and buys nothing in a one-shot run.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 df -h . | sed 's/^/disk: /'
+avail_kib=$(df -Pk . | awk 'NR==2 {print $4}')
+if [ "${avail_kib:-0}" -lt 4194304 ]; then
+  echo "warning: $((avail_kib / 1024)) MiB free here; a full build and test run needs about 3 GiB" >&2
+fi
 
 scripts/setup.sh
 echo "== cargo fmt --check"
