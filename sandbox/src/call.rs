@@ -42,10 +42,13 @@ pub(crate) fn limits(config: &SandboxConfig, deadline_ms: u64) -> CallLimits {
 /// A new store for one call or one publish, with the memory limiter and the epoch deadline set.
 pub(crate) fn new_store(
     engine: &Engine,
-    state: CallState,
+    ticker: &crate::engine::Ticker,
+    mut state: CallState,
     deadline_ms: u64,
     fuel: Option<u64>,
 ) -> Result<Store<CallState>, SandboxError> {
+    // Before the deadline is set: the ticker may be parked.
+    state.epoch_hold = Some(ticker.hold());
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
     // Round up to whole ticks and add one: the next tick may come right after this line.
@@ -158,7 +161,13 @@ pub(crate) fn call_report(
         host,
         sandbox.next_seed(),
     );
-    let mut store = match new_store(&sandbox.engine, state, config.deadline_ms, config.fuel) {
+    let mut store = match new_store(
+        &sandbox.engine,
+        &sandbox.ticker,
+        state,
+        config.deadline_ms,
+        config.fuel,
+    ) {
         Ok(store) => store,
         Err(error) => return failed(error),
     };

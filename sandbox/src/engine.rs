@@ -109,35 +109,89 @@ pub(crate) fn compatibility_digest(engine: &Engine) -> u64 {
     hasher.finish()
 }
 
-/// Increments the engines' epochs every [`EPOCH_TICK`] until dropped.
+/// Increments the engines' epochs every [`EPOCH_TICK`] while any store is alive, until dropped.
+/// With no call or publish in flight the thread parks, so an idle server does not wake up a
+/// thousand times a second; [`Ticker::hold`] wakes it before a store's deadline is set.
 #[derive(Debug)]
 pub(crate) struct Ticker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<TickerShared>,
+}
+
+#[derive(Debug)]
+struct TickerShared {
+    stop: AtomicBool,
+    /// Stores alive that need the epoch to advance.
+    active: std::sync::atomic::AtomicUsize,
+    /// Ticks made so far (for tests and debugging).
+    ticks: std::sync::atomic::AtomicU64,
+    thread: std::sync::OnceLock<thread::Thread>,
+}
+
+/// Keeps the epoch advancing while alive; every `Store` owns one.
+#[derive(Debug)]
+pub(crate) struct EpochHold(Arc<TickerShared>);
+
+impl Drop for EpochHold {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Ticker {
     pub(crate) fn start(engines: Vec<Engine>) -> Result<Self, SandboxError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        thread::Builder::new()
+        let shared = Arc::new(TickerShared {
+            stop: AtomicBool::new(false),
+            active: std::sync::atomic::AtomicUsize::new(0),
+            ticks: std::sync::atomic::AtomicU64::new(0),
+            thread: std::sync::OnceLock::new(),
+        });
+        let state = Arc::clone(&shared);
+        let handle = thread::Builder::new()
             .name("sandbox-epoch".to_string())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
+                while !state.stop.load(Ordering::Relaxed) {
+                    if state.active.load(Ordering::Acquire) == 0 {
+                        // `hold` unparks after raising `active`; park's token makes a wake-up
+                        // between the check and the park return at once. The timeout only
+                        // bounds how long a dropped sandbox's thread lingers.
+                        thread::park_timeout(Duration::from_millis(100));
+                        continue;
+                    }
                     thread::sleep(EPOCH_TICK);
                     for engine in &engines {
                         engine.increment_epoch();
                     }
+                    state.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })
             .map_err(|e| SandboxError::internal_with("starting the epoch thread", e))?;
-        Ok(Ticker { stop })
+        let _ = shared.thread.set(handle.thread().clone());
+        Ok(Ticker { shared })
+    }
+
+    /// Makes sure the epoch advances until the returned hold is dropped.
+    pub(crate) fn hold(&self) -> EpochHold {
+        if self.shared.active.fetch_add(1, Ordering::AcqRel) == 0
+            && let Some(thread) = self.shared.thread.get()
+        {
+            thread.unpark();
+        }
+        EpochHold(Arc::clone(&self.shared))
+    }
+
+    #[cfg(test)]
+    fn ticks(&self) -> u64 {
+        self.shared.ticks.load(Ordering::Relaxed)
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
         // Not joined: the last reference to the sandbox may be dropped on any thread.
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.shared.thread.get() {
+            thread.unpark();
+        }
     }
 }
 
@@ -201,6 +255,40 @@ impl Drop for Workers {
         if let Ok(mut queue) = self.queue.lock() {
             queue.take();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ticker_ticks_only_while_held() {
+        let ticker = Ticker::start(vec![Engine::default()]).expect("ticker");
+        std::thread::sleep(Duration::from_millis(30));
+        let idle = ticker.ticks();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(ticker.ticks(), idle, "no ticks without a hold");
+
+        let hold = ticker.hold();
+        let second = ticker.hold();
+        std::thread::sleep(Duration::from_millis(50));
+        let held = ticker.ticks();
+        assert!(held >= idle + 5, "ticks while held: {idle} -> {held}");
+        drop(hold);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            ticker.ticks() > held,
+            "still ticking while one hold is left"
+        );
+        drop(second);
+        std::thread::sleep(Duration::from_millis(20));
+        let stopped = ticker.ticks();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            ticker.ticks() <= stopped + 1,
+            "parked again after the last hold"
+        );
     }
 }
 

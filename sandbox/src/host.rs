@@ -107,6 +107,8 @@ pub(crate) struct CallState {
     /// An error a host function decided on before trapping; it wins over the trap's own classification.
     pub fatal: Option<SandboxError>,
     rng: u64,
+    /// Keeps the epoch ticker running while this store lives (set by `new_store`).
+    pub epoch_hold: Option<crate::engine::EpochHold>,
 }
 
 impl std::fmt::Debug for CallState {
@@ -146,6 +148,7 @@ impl CallState {
             fatal: None,
             // splitmix64 must not start at zero-ish seeds that collide; mixing happens in `next_random`.
             rng: seed,
+            epoch_hold: None,
         }
     }
 

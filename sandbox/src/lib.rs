@@ -220,7 +220,7 @@ pub(crate) struct SandboxInner {
     cache: Option<ArtifactCache>,
     workers: Workers,
     in_place: InPlace,
-    _ticker: Ticker,
+    ticker: Ticker,
     /// Seeds the guest's `random_get`, different for every call.
     seeds: AtomicU64,
 }
@@ -262,7 +262,7 @@ impl Sandbox {
                 cache,
                 workers,
                 in_place,
-                _ticker: ticker,
+                ticker,
                 seeds: AtomicU64::new(seed),
             }),
         })

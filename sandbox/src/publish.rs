@@ -122,6 +122,7 @@ fn finish(
     );
     let mut store = new_store(
         &sandbox.engine,
+        &sandbox.ticker,
         state,
         sandbox.config.deadline_ms,
         sandbox.config.fuel,
@@ -193,7 +194,13 @@ fn snapshot(sandbox: &SandboxInner, source: &str) -> Result<Vec<u8>, SandboxErro
         Arc::new(NoCapabilities),
         sandbox.next_seed(),
     );
-    let mut store = new_store(&sandbox.publish_engine, state, deadline_ms, None)?;
+    let mut store = new_store(
+        &sandbox.publish_engine,
+        &sandbox.ticker,
+        state,
+        deadline_ms,
+        None,
+    )?;
     let instance = sandbox
         .publish_linker
         .instantiate(&mut store, &module)
