@@ -21,6 +21,14 @@ fn builtin() -> Arc<dyn Reasoner> {
     build(ReasonerConfig::Builtin, capabilities()).expect("builtin always builds")
 }
 
+/// The built-in reasoner's answer to one English message.
+async fn ask(reasoner: &Arc<dyn Reasoner>, text: &str) -> parley_negotiator::NlAnswer {
+    reasoner
+        .answer(NlRequest::english(text))
+        .await
+        .expect("builtin answers")
+}
+
 // --- built-in -----------------------------------------------------------------------------
 
 #[tokio::test]
@@ -28,10 +36,7 @@ async fn builtin_help_lists_capabilities() {
     let reasoner = builtin();
     assert_eq!(reasoner.backend(), "builtin");
     for question in ["help", "What can you do?", "capabilities", ""] {
-        let answer = reasoner
-            .answer(NlRequest::english(question))
-            .await
-            .expect("builtin answers");
+        let answer = ask(&reasoner, question).await;
         assert!(
             answer.text.contains("getProductInfo"),
             "{question}: {}",
@@ -58,10 +63,7 @@ async fn builtin_help_lists_capabilities() {
 async fn builtin_answers_a_greeting_briefly_and_free_text_with_what_it_cannot_do() {
     let reasoner = builtin();
     for greeting in ["Hello", "hi!", "  Good morning. "] {
-        let answer = reasoner
-            .answer(NlRequest::english(greeting))
-            .await
-            .expect("builtin answers");
+        let answer = ask(&reasoner, greeting).await;
         assert!(
             answer.text.starts_with("Hello, this is "),
             "{}",
@@ -78,10 +80,7 @@ async fn builtin_answers_a_greeting_briefly_and_free_text_with_what_it_cannot_do
         assert!(answer.text.len() < 200, "a greeting, not the manual");
     }
     // A greeting with a question is a free-form request: the full "cannot" answer.
-    let answer = reasoner
-        .answer(NlRequest::english("Hello! Where is my parcel?"))
-        .await
-        .expect("builtin answers");
+    let answer = ask(&reasoner, "Hello! Where is my parcel?").await;
     assert!(
         answer.text.contains("without a language model"),
         "{}",
@@ -92,12 +91,7 @@ async fn builtin_answers_a_greeting_briefly_and_free_text_with_what_it_cannot_do
 #[tokio::test]
 async fn builtin_explicit_invocation_calls_the_dataset() {
     let reasoner = builtin();
-    let answer = reasoner
-        .answer(NlRequest::english(
-            r#"getProductInfo {"productId": "P12345"}"#,
-        ))
-        .await
-        .expect("builtin answers");
+    let answer = ask(&reasoner, r#"getProductInfo {"productId": "P12345"}"#).await;
     assert!(
         answer.text.contains("High-performance Laptop"),
         "{}",
@@ -113,10 +107,7 @@ async fn builtin_explicit_invocation_calls_the_dataset() {
     );
 
     // Errors are reported with their code, not hidden.
-    let answer = reasoner
-        .answer(NlRequest::english(r#"getOrderStatus {"orderId": "O-404"}"#))
-        .await
-        .expect("builtin answers");
+    let answer = ask(&reasoner, r#"getOrderStatus {"orderId": "O-404"}"#).await;
     assert!(answer.text.contains("not_found"), "{}", answer.text);
     assert_eq!(
         answer.capability_calls[0]
@@ -128,15 +119,9 @@ async fn builtin_explicit_invocation_calls_the_dataset() {
     );
 
     // A capability name without arguments describes it; bad JSON explains the format.
-    let answer = reasoner
-        .answer(NlRequest::english("getproductinfo"))
-        .await
-        .expect("builtin answers");
+    let answer = ask(&reasoner, "getproductinfo").await;
     assert!(answer.text.contains("Input schema"), "{}", answer.text);
-    let answer = reasoner
-        .answer(NlRequest::english("getProductInfo P12345"))
-        .await
-        .expect("builtin answers");
+    let answer = ask(&reasoner, "getProductInfo P12345").await;
     assert!(
         answer.text.contains("must be one JSON object"),
         "{}",
@@ -147,12 +132,11 @@ async fn builtin_explicit_invocation_calls_the_dataset() {
 
 #[tokio::test]
 async fn builtin_says_it_needs_a_model_for_anything_else() {
-    let answer = builtin()
-        .answer(NlRequest::english(
-            "How much is the laptop, and can you ship it to Paris?",
-        ))
-        .await
-        .expect("builtin answers");
+    let answer = ask(
+        &builtin(),
+        "How much is the laptop, and can you ship it to Paris?",
+    )
+    .await;
     assert!(
         answer.text.contains("without a language model"),
         "{}",

@@ -152,7 +152,6 @@ async fn run() -> Result<()> {
 
 /// (a): full negotiations against cold and warm providers.
 async fn negotiations(base: &str, config: Config) -> Result<()> {
-    let base = base.to_owned();
     let mut cold = Vec::new();
     for _ in 0..config.negotiations {
         let provider_dir = tempdir()?;
@@ -162,7 +161,7 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
         let requester_dir = tempdir()?;
         let requester = requester(&requester_dir).await?;
         // The product protocol itself: every provider here is new, so every run is cold.
-        let mut timing = negotiate_and_call(&requester, &app.url(), &base).await?;
+        let mut timing = negotiate_and_call(&requester, &app.url(), base).await?;
         timing.cache_before = before;
         timing.cache_after = artifacts(&cache_dir);
         cold.push(timing);
@@ -175,10 +174,10 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
         let requester_dir = tempdir()?;
         let requester = requester(&requester_dir).await?;
         // One untimed negotiation fills the artifact cache (and any lazy start-up work).
-        negotiate_and_call(&requester, &app.url(), &unique(&base, "warm-up")).await?;
+        negotiate_and_call(&requester, &app.url(), &unique(base, "warm-up")).await?;
         let mut runs = Vec::new();
         for i in 0..config.negotiations {
-            let text = unique(&base, &format!("warm run {i}"));
+            let text = unique(base, &format!("warm run {i}"));
             let before = artifacts(&cache_dir);
             let mut timing = negotiate_and_call(&requester, &app.url(), &text).await?;
             timing.cache_before = before;
@@ -194,7 +193,6 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
 
 /// (b) and (c): application messages through the cached protocol and plain text messages.
 async fn latency(base: &str, config: Config) -> Result<()> {
-    let base = base.to_owned();
     let provider_dir = tempdir()?;
     let mut settings = test_settings(provider_dir.path());
     settings.sandbox.in_place_calls = config.in_place;
@@ -202,9 +200,9 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let url = format!("http://{}/nlip", server.addr);
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
-    let hash = ProtocolHash::of(&base);
+    let hash = ProtocolHash::of(base);
     let negotiated = requester
-        .negotiate(&url, &base, |_| {})
+        .negotiate(&url, base, |_| {})
         .await
         .map_err(|e| format!("negotiation for (b): {e}"))?;
     if negotiated.outcome != Outcome::Agreed {

@@ -144,9 +144,11 @@ impl Encoding {
         let ct = ct.to_str().unwrap_or_default();
         let essence = ct.split(';').next().unwrap_or_default().trim();
         let is = |name: &str| essence.eq_ignore_ascii_case(name);
-        let json_suffix = essence.len() > 5
-            && essence.is_char_boundary(essence.len() - 5)
-            && essence[essence.len() - 5..].eq_ignore_ascii_case("+json");
+        let suffix = essence.len().saturating_sub(5);
+        let json_suffix = suffix > 0
+            && essence
+                .get(suffix..)
+                .is_some_and(|s| s.eq_ignore_ascii_case("+json"));
         if is("application/cbor") {
             Ok(Encoding::Cbor)
         } else if is("application/json") || is("text/json") || essence.is_empty() || json_suffix {
