@@ -221,8 +221,8 @@ fn main() {
         }));
     }
 
-    // The async API from the main thread (inside `block_on`, with the main thread's 8 MiB stack the
-    // call runs in place, see `SandboxConfig::in_place_calls`), for reference.
+    // The async API from the main thread (inside `block_on`; the guest runs on its fiber within
+    // that future), for reference.
     let skip_async = std::env::var("BENCH_SKIP_ASYNC").is_ok_and(|v| v == "1");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

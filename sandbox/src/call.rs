@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmtime::{Engine, Store, Trap};
+use tracing::Instrument;
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::config::SandboxConfig;
 use crate::engine::EPOCH_TICK;
@@ -39,6 +40,16 @@ pub(crate) fn limits(config: &SandboxConfig, deadline_ms: u64) -> CallLimits {
     }
 }
 
+/// How a store enforces its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// Trap at the epoch deadline: for synchronous runs (publishing a handler).
+    Trap,
+    /// Yield to the executor at every epoch tick and fail with `timeout` once the deadline has
+    /// passed: for calls, which run with `call_async` inside the caller's task.
+    YieldEachTick,
+}
+
 /// A new store for one call or one publish, with the memory limiter and the epoch deadline set.
 pub(crate) fn new_store(
     engine: &Engine,
@@ -46,15 +57,42 @@ pub(crate) fn new_store(
     mut state: CallState,
     deadline_ms: u64,
     fuel: Option<u64>,
+    deadline: Deadline,
 ) -> Result<Store<CallState>, SandboxError> {
     // Before the deadline is set: the ticker may be parked.
     state.epoch_hold = Some(ticker.hold());
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    // Round up to whole ticks and add one: the next tick may come right after this line.
-    let tick_ms = EPOCH_TICK.as_millis().max(1) as u64;
-    store.set_epoch_deadline(deadline_ms.div_ceil(tick_ms) + 1);
-    store.epoch_deadline_trap();
+    match deadline {
+        Deadline::Trap => {
+            // Round up to whole ticks and add one: the next tick may come right after this line.
+            let tick_ms = EPOCH_TICK.as_millis().max(1) as u64;
+            store.set_epoch_deadline(deadline_ms.div_ceil(tick_ms) + 1);
+            store.epoch_deadline_trap();
+        }
+        Deadline::YieldEachTick => {
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(|mut context| {
+                let state = context.data_mut();
+                if let Some(timeout) = state.past_deadline() {
+                    return Err(timeout);
+                }
+                // tokio's yield lets the runtime poll its timers and sockets before the guest
+                // runs on (outside a runtime it wakes at once). The time until the guest runs
+                // again is the executor's, not the call's: the deadline leaves it out.
+                let yielded = Arc::clone(&state.yielded_nanos);
+                Ok(UpdateDeadline::YieldCustom(
+                    1,
+                    Box::pin(async move {
+                        let since = Instant::now();
+                        tokio::task::yield_now().await;
+                        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                        yielded.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+                    }),
+                ))
+            });
+        }
+    }
     if let Some(fuel) = fuel {
         store
             .set_fuel(fuel)
@@ -115,14 +153,14 @@ pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Valu
 }
 
 /// Runs `handler` on the serialised `input` in a fresh instance.
-pub(crate) fn call(
+pub(crate) async fn call(
     sandbox: &SandboxInner,
     handler: &Handler,
     input: &[u8],
     grants: Grants,
     host: Arc<dyn CapabilityHost>,
 ) -> Result<CallOutput, SandboxError> {
-    let report = call_report(sandbox, handler, input, grants, host);
+    let report = call_report(sandbox, handler, input, grants, host).await;
     report.result.map(|output| CallOutput {
         output,
         logs: report.logs,
@@ -132,7 +170,20 @@ pub(crate) fn call(
 }
 
 /// Like [`call`], but keeps the logs when the call fails.
-pub(crate) fn call_report(
+pub(crate) async fn call_report(
+    sandbox: &SandboxInner,
+    handler: &Handler,
+    input: &[u8],
+    grants: Grants,
+    host: Arc<dyn CapabilityHost>,
+) -> CallReport {
+    let span = tracing::debug_span!("sandbox.call", handler = %handler.hash());
+    run(sandbox, handler, input, grants, host)
+        .instrument(span)
+        .await
+}
+
+async fn run(
     sandbox: &SandboxInner,
     handler: &Handler,
     input: &[u8],
@@ -140,8 +191,6 @@ pub(crate) fn call_report(
     host: Arc<dyn CapabilityHost>,
 ) -> CallReport {
     let config = &sandbox.config;
-    let span = tracing::debug_span!("sandbox.call", handler = %handler.hash());
-    let _entered = span.enter();
     let started = Instant::now();
     let failed = |error: SandboxError| CallReport {
         result: Err(error),
@@ -167,11 +216,12 @@ pub(crate) fn call_report(
         state,
         config.deadline_ms,
         config.fuel,
+        Deadline::YieldEachTick,
     ) {
         Ok(store) => store,
         Err(error) => return failed(error),
     };
-    let instance = match handler.inner.pre.instantiate(&mut store) {
+    let instance = match handler.inner.pre.instantiate_async(&mut store).await {
         Ok(instance) => instance,
         Err(e)
             if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
@@ -181,17 +231,18 @@ pub(crate) fn call_report(
         }
         Err(e) => return failed(classify(&mut store, e, config, config.deadline_ms)),
     };
-    let ran = (|| {
+    let ran = async {
         let alloc = instance.get_typed_func::<u32, u32>(&mut store, "parley_alloc")?;
         let run = instance.get_typed_func::<(u32, u32), ()>(&mut store, "parley_run")?;
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?;
         let len = u32::try_from(input.len())?;
-        let ptr = alloc.call(&mut store, len)?;
+        let ptr = alloc.call_async(&mut store, len).await?;
         memory.write(&mut store, ptr as usize, input)?;
-        run.call(&mut store, (ptr, len))
-    })();
+        run.call_async(&mut store, (ptr, len)).await
+    }
+    .await;
     let trapped = ran
         .err()
         .map(|error| classify(&mut store, error, config, config.deadline_ms));

@@ -39,20 +39,14 @@ pub struct SandboxConfig {
     pub host_call_result_bytes: u64,
     /// Most `host.call`s one call may make.
     pub max_host_calls: u32,
-    /// Instance slots in wasmtime's pooling allocator: the most calls running at once (others wait).
+    /// Instance slots in wasmtime's pooling allocator: the most calls running at once. An async call
+    /// waits for a free slot up to `deadline_ms`, then fails with `overloaded`; a blocking call fails
+    /// at once.
     pub pool_instances: u32,
     /// Bytes of each pooled linear memory reset with `memset` rather than `madvise` when a slot is
     /// reused. Keeping pages resident avoids page faults and the kernel's mmap lock on every call, which
     /// is what lets two threads scale; the cost is that much resident memory per warm slot.
     pub pool_keep_resident_bytes: u64,
-    /// Threads that run calls for the async API; 0 means one per available core.
-    pub worker_threads: u32,
-    /// Whether the async API may run a call on the calling thread (inside tokio's
-    /// `block_in_place`, so the runtime's other tasks move to another thread) instead of handing
-    /// it to a worker thread and back. Saves two thread wake-ups per call; used only on a
-    /// multi-threaded runtime, when the calling thread has `wasm_stack_bytes` + 1 MiB of stack
-    /// left, and for at most `worker_threads` calls at once (the rest go to the workers).
-    pub in_place_calls: bool,
     /// Directory of the compiled-artifact cache; `None` keeps compiled handlers in memory only.
     pub cache_dir: Option<PathBuf>,
     /// Whether the server compiles a trivial handler in the background at start, so that the
@@ -77,8 +71,6 @@ impl Default for SandboxConfig {
             max_host_calls: 64,
             pool_instances: 64,
             pool_keep_resident_bytes: 4 * MIB,
-            worker_threads: 0,
-            in_place_calls: true,
             cache_dir: None,
             warm_up: true,
         }
@@ -121,7 +113,7 @@ impl SandboxConfig {
         }
         // The runtime's snapshot alone needs a few MiB; 4 GiB is wasm32's address space.
         check("memory_bytes", self.memory_bytes, 8 * MIB, 4 * 1024 * MIB)?;
-        // wasmtime refuses a wasm stack larger than its (default, 2 MiB) async stack size.
+        // Every pooled fiber stack is this plus 1 MiB for host code, reserved once per pool slot.
         check("wasm_stack_bytes", self.wasm_stack_bytes, 64 * KIB, 2 * MIB)?;
         check("source_bytes", self.source_bytes, 1, 64 * MIB)?;
         // Sizes are handed to the guest as i32 lengths.
@@ -152,16 +144,6 @@ impl SandboxConfig {
             i32_max,
         )?;
         check("pool_instances", u64::from(self.pool_instances), 1, 10_000)?;
-        check("worker_threads", u64::from(self.worker_threads), 0, 1_024)?;
-        if self.worker_threads > self.pool_instances {
-            return Err(ConfigError {
-                field: "worker_threads",
-                problem: format!(
-                    "is {}, more than pool_instances ({}): workers would find no free slot",
-                    self.worker_threads, self.pool_instances
-                ),
-            });
-        }
         check(
             "pool_keep_resident_bytes",
             self.pool_keep_resident_bytes,

@@ -1,9 +1,8 @@
-//! Wasmtime engines, the epoch ticker and the worker threads calls run on.
+//! Wasmtime engines and the epoch ticker.
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -17,21 +16,19 @@ use crate::error::SandboxError;
 /// One epoch tick. Deadlines are rounded up to whole ticks, plus one.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Stack of the worker threads beyond the wasm stack itself: room for wasmtime, the host functions and
-/// whatever a `CapabilityHost` does on the same thread.
-const WORKER_HOST_STACK: usize = 4 * 1024 * 1024;
-
-/// Stack a call made in place (on the caller's thread) needs beyond the wasm stack: wasmtime's own
-/// frames, the host functions and a `CapabilityHost`. Smaller than the workers' margin because the
-/// check is made against the stack actually left at the call site.
-const IN_PLACE_HOST_STACK: usize = 1024 * 1024;
+/// Stack a call's fiber has beyond the wasm stack itself: wasmtime's own frames, the host
+/// functions, and the future of a `CapabilityHost`, which is polled on the same fiber.
+const FIBER_HOST_STACK: usize = 1024 * 1024;
 
 /// The wasm stack while a handler's top-level code runs at publish time. Publishing happens on the
 /// caller's thread (typically tokio's blocking pool, 2 MiB stacks), so keep well inside that.
 const PUBLISH_WASM_STACK: usize = 512 * 1024;
 
-/// The engine that serves calls: pooling allocator with copy-on-write memory images, epoch deadlines,
-/// optionally fuel.
+/// How long the epoch ticker keeps ticking after the last store is gone before it parks. Under
+/// steady traffic stores come and go all the time; parking after each one would cost a thread
+/// wake-up per call.
+const TICKER_LINGER: Duration = Duration::from_millis(50);
+
 /// Cranelift's incremental compilation cache, in memory: every handler's snapshot carries the
 /// same QuickJS code and differs only in its data, so after the first handler the functions are
 /// cache hits and publishing a new handler costs a fraction of a full compile.
@@ -55,9 +52,13 @@ impl wasmtime::CacheStore for FunctionCache {
     }
 }
 
+/// The engine that serves calls: pooling allocator with copy-on-write memory images and pooled
+/// fiber stacks (calls run with `call_async`), epoch deadlines, optionally fuel.
 pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
+    let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_core_instances(config.pool_instances)
+        .total_stacks(config.pool_instances)
         .total_memories(config.pool_instances)
         .total_tables(config.pool_instances)
         .max_memories_per_module(1)
@@ -77,7 +78,8 @@ pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError
     let mut wasm = Config::new();
     wasm.epoch_interruption(true)
         .consume_fuel(config.fuel.is_some())
-        .max_wasm_stack(usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX))
+        .max_wasm_stack(wasm_stack)
+        .async_stack_size(wasm_stack.saturating_add(FIBER_HOST_STACK))
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
@@ -110,8 +112,8 @@ pub(crate) fn compatibility_digest(engine: &Engine) -> u64 {
 }
 
 /// Increments the engines' epochs every [`EPOCH_TICK`] while any store is alive, until dropped.
-/// With no call or publish in flight the thread parks, so an idle server does not wake up a
-/// thousand times a second; [`Ticker::hold`] wakes it before a store's deadline is set.
+/// [`TICKER_LINGER`] after the last call or publish the thread parks, so an idle server does not
+/// wake up a thousand times a second; [`Ticker::hold`] wakes it before a store's deadline is set.
 #[derive(Debug)]
 pub(crate) struct Ticker {
     shared: Arc<TickerShared>,
@@ -149,12 +151,17 @@ impl Ticker {
         let handle = thread::Builder::new()
             .name("sandbox-epoch".to_string())
             .spawn(move || {
+                // Until when to keep ticking with no store alive; `None` when not lingering.
+                let mut linger_until: Option<std::time::Instant> = None;
                 while !state.stop.load(Ordering::Relaxed) {
-                    if state.active.load(Ordering::Acquire) == 0 {
+                    if state.active.load(Ordering::Acquire) > 0 {
+                        linger_until = Some(std::time::Instant::now() + TICKER_LINGER);
+                    } else if linger_until.is_none_or(|t| std::time::Instant::now() >= t) {
                         // `hold` unparks after raising `active`; park's token makes a wake-up
                         // between the check and the park return at once. The timeout only
                         // bounds how long a dropped sandbox's thread lingers.
                         thread::park_timeout(Duration::from_millis(100));
+                        linger_until = None;
                         continue;
                     }
                     thread::sleep(EPOCH_TICK);
@@ -174,6 +181,7 @@ impl Ticker {
     /// Makes sure the epoch advances until the returned hold is dropped.
     pub(crate) fn hold(&self) -> EpochHold {
         if self.shared.active.fetch_add(1, Ordering::AcqRel) == 0 {
+            // A no-op (one atomic swap) while the thread is lingering rather than parked.
             self.thread.unpark();
         }
         EpochHold(Arc::clone(&self.shared))
@@ -190,69 +198,6 @@ impl Drop for Ticker {
         // Not joined: the last reference to the sandbox may be dropped on any thread.
         self.shared.stop.store(true, Ordering::Relaxed);
         self.thread.unpark();
-    }
-}
-
-type Job = Box<dyn FnOnce() + Send + 'static>;
-
-/// Dedicated threads that run calls, so the async API never blocks a tokio worker and every call has a
-/// stack big enough for the configured wasm stack. Dropping the pool closes the queue; the threads
-/// finish their current job and exit.
-#[derive(Debug)]
-pub(crate) struct Workers {
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
-}
-
-impl Workers {
-    pub(crate) fn start(count: usize, wasm_stack: usize) -> Result<Self, SandboxError> {
-        let (sender, receiver) = mpsc::channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
-        for index in 0..count {
-            let receiver = Arc::clone(&receiver);
-            thread::Builder::new()
-                .name(format!("sandbox-worker-{index}"))
-                .stack_size(wasm_stack + WORKER_HOST_STACK)
-                .spawn(move || {
-                    loop {
-                        let job = {
-                            let Ok(receiver) = receiver.lock() else {
-                                return;
-                            };
-                            match receiver.recv() {
-                                Ok(job) => job,
-                                Err(_) => return,
-                            }
-                        };
-                        job();
-                    }
-                })
-                .map_err(|e| SandboxError::internal_with("starting a sandbox worker", e))?;
-        }
-        Ok(Workers {
-            queue: Mutex::new(Some(sender)),
-        })
-    }
-
-    /// Queues `job` for the next free worker.
-    pub(crate) fn submit(&self, job: Job) -> Result<(), SandboxError> {
-        let queue = self
-            .queue
-            .lock()
-            .map_err(|_| SandboxError::internal("the worker queue lock is poisoned"))?;
-        match queue.as_ref() {
-            Some(sender) => sender
-                .send(job)
-                .map_err(|_| SandboxError::internal("the sandbox workers have stopped")),
-            None => Err(SandboxError::internal("the sandbox is shutting down")),
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        if let Ok(mut queue) = self.queue.lock() {
-            queue.take();
-        }
     }
 }
 
@@ -292,62 +237,10 @@ mod tests {
             "still ticking while one hold is left"
         );
         drop(second);
-        // At most the tick already under way follows the last hold.
-        std::thread::sleep(Duration::from_millis(20));
+        // It lingers for TICKER_LINGER, then parks.
+        std::thread::sleep(TICKER_LINGER + Duration::from_millis(20));
         let stopped = ticker.ticks();
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(ticker.ticks(), stopped, "parked again after the last hold");
-    }
-}
-
-/// Decides whether an async call may run in place: on the calling thread, inside
-/// `tokio::task::block_in_place`, instead of being handed to a worker thread and back. The
-/// hand-offs cost two thread wake-ups per call, which on a small machine is more than the call
-/// itself. In place is used only on a multi-threaded runtime (block_in_place moves the worker's
-/// other tasks to a new thread, so the runtime never stalls), when enough stack is left on the
-/// current thread for the configured wasm stack, and for at most `slots` calls at once; any other
-/// call goes to the workers, which also bounds how many calls run together.
-#[derive(Debug)]
-pub(crate) struct InPlace {
-    enabled: bool,
-    required_stack: usize,
-    free: std::sync::atomic::AtomicUsize,
-}
-
-/// One in-place call; gives its slot back when dropped.
-#[derive(Debug)]
-pub(crate) struct InPlaceSlot<'a>(&'a InPlace);
-
-impl Drop for InPlaceSlot<'_> {
-    fn drop(&mut self) {
-        self.0.free.fetch_add(1, Ordering::AcqRel);
-    }
-}
-
-impl InPlace {
-    pub(crate) fn new(enabled: bool, wasm_stack: usize, slots: usize) -> Self {
-        InPlace {
-            enabled,
-            required_stack: wasm_stack.saturating_add(IN_PLACE_HOST_STACK),
-            free: std::sync::atomic::AtomicUsize::new(slots),
-        }
-    }
-
-    /// A slot when this call may run in place here and now.
-    pub(crate) fn try_enter(&self) -> Option<InPlaceSlot<'_>> {
-        if !self.enabled {
-            return None;
-        }
-        let handle = tokio::runtime::Handle::try_current().ok()?;
-        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-            return None;
-        }
-        if stacker::remaining_stack().is_none_or(|left| left < self.required_stack) {
-            return None;
-        }
-        self.free
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .ok()?;
-        Some(InPlaceSlot(self))
     }
 }

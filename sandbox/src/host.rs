@@ -1,5 +1,5 @@
 //! What the guest may import: the `parley` host functions and a WASI preview 1 shim with no ambient
-//! authority. Everything here runs on the calling thread, inside one call's `Store`.
+//! authority. Everything here runs inside one call's `Store`, on the call's fiber.
 //!
 //! The WASI functions are implemented here rather than through `wasmtime-wasi` on purpose: the runtime
 //! imports nine of them, and every one is a decision (no files, no environment, a coarse clock), which
@@ -8,8 +8,11 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use futures::FutureExt;
+use tracing::Instrument;
 use wasmtime::{Caller, Engine, Extern, Linker, ResourceLimiter};
 
 use crate::error::SandboxError;
@@ -109,6 +112,9 @@ pub(crate) struct CallState {
     rng: u64,
     /// Keeps the epoch ticker running while this store lives (set by `new_store`).
     pub epoch_hold: Option<crate::engine::EpochHold>,
+    /// Nanoseconds the call spent yielded to the executor (waiting for its turn to run again),
+    /// which its deadline does not count. Shared with the yield futures.
+    pub yielded_nanos: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for CallState {
@@ -149,7 +155,25 @@ impl CallState {
             // splitmix64 must not start at zero-ish seeds that collide; mixing happens in `next_random`.
             rng: seed,
             epoch_hold: None,
+            yielded_nanos: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Time the deadline counts: since the store was created, less the time spent yielded to the
+    /// executor. Time inside capabilities counts.
+    pub(crate) fn used(&self) -> Duration {
+        self.started.elapsed().saturating_sub(Duration::from_nanos(
+            self.yielded_nanos.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Whether the deadline has passed; then also the error that says so.
+    pub(crate) fn past_deadline(&mut self) -> Option<wasmtime::Error> {
+        if self.used() < self.limits.deadline {
+            return None;
+        }
+        let deadline_ms = self.limits.deadline.as_millis() as u64;
+        Some(self.fail(SandboxError::Timeout { deadline_ms }))
     }
 
     fn push_log(&mut self, level: LogLevel, text: &[u8]) {
@@ -179,7 +203,7 @@ impl CallState {
         z ^ (z >> 31)
     }
 
-    fn fail(&mut self, error: SandboxError) -> wasmtime::Error {
+    pub(crate) fn fail(&mut self, error: SandboxError) -> wasmtime::Error {
         let message = error.to_string();
         self.fatal = Some(error);
         wasmtime::Error::msg(message)
@@ -216,16 +240,23 @@ fn truncate_message(mut text: String) -> String {
     text
 }
 
-/// `parley.host_call(name_ptr, name_len, args_ptr, args_len) -> i32`.
-fn host_call(
-    mut caller: Caller<'_, CallState>,
+/// A capability call that passed every check, ready to run.
+struct HostCall {
+    capability: String,
+    args: serde_json::Value,
+    host: Arc<dyn CapabilityHost>,
+}
+
+/// The checks before a capability runs: phase, name, grant, call count, argument size, deadline.
+fn begin_host_call(
+    caller: &mut Caller<'_, CallState>,
     name_ptr: u32,
     name_len: u32,
     args_ptr: u32,
     args_len: u32,
-) -> wasmtime::Result<i32> {
+) -> wasmtime::Result<HostCall> {
     let name_bytes = read_guest(
-        &mut caller,
+        caller,
         name_ptr,
         name_len.min(MAX_CAPABILITY_NAME as u32 + 1),
     )?;
@@ -264,11 +295,10 @@ fn host_call(
             limit,
         }));
     }
-    if state.started.elapsed() >= state.limits.deadline {
-        let deadline_ms = state.limits.deadline.as_millis() as u64;
-        return Err(state.fail(SandboxError::Timeout { deadline_ms }));
+    if let Some(timeout) = state.past_deadline() {
+        return Err(timeout);
     }
-    let args_bytes = read_guest(&mut caller, args_ptr, args_len)?;
+    let args_bytes = read_guest(caller, args_ptr, args_len)?;
     let state = caller.data_mut();
     let args: serde_json::Value = match serde_json::from_slice(&args_bytes) {
         Ok(args) => args,
@@ -279,17 +309,56 @@ fn host_call(
             )));
         }
     };
-    let host = Arc::clone(&state.host);
-    let span = tracing::debug_span!("sandbox.host_call", capability = %capability);
-    let result = span.in_scope(|| {
-        catch_unwind(AssertUnwindSafe(|| host.call(&capability, args)))
-            .unwrap_or_else(|_| Err("the capability host panicked".to_string()))
-    });
-    let state = caller.data_mut();
+    Ok(HostCall {
+        capability,
+        args,
+        host: Arc::clone(&state.host),
+    })
+}
+
+/// `parley.host_call(name_ptr, name_len, args_ptr, args_len) -> i32`, for calls: the capability's
+/// future is awaited on the call's fiber, so an async capability suspends the guest, not the thread.
+async fn host_call(
+    mut caller: Caller<'_, CallState>,
+    (name_ptr, name_len, args_ptr, args_len): (u32, u32, u32, u32),
+) -> wasmtime::Result<i32> {
+    let call = begin_host_call(&mut caller, name_ptr, name_len, args_ptr, args_len)?;
+    let span = tracing::debug_span!("sandbox.host_call", capability = %call.capability);
+    let result = match catch_unwind(AssertUnwindSafe(|| {
+        call.host.call(&call.capability, call.args)
+    })) {
+        Ok(future) => AssertUnwindSafe(future)
+            .catch_unwind()
+            .instrument(span)
+            .await
+            .unwrap_or_else(|_| Err("the capability host panicked".to_string())),
+        Err(_) => Err("the capability host panicked".to_string()),
+    };
+    finish_host_call(caller.data_mut(), result)
+}
+
+/// `parley.host_call` while publishing: top-level code may not call capabilities.
+fn host_call_at_publish(
+    mut caller: Caller<'_, CallState>,
+    name_ptr: u32,
+    name_len: u32,
+    args_ptr: u32,
+    args_len: u32,
+) -> wasmtime::Result<i32> {
+    begin_host_call(&mut caller, name_ptr, name_len, args_ptr, args_len)?;
+    Err(caller.data_mut().fail(SandboxError::internal(
+        "a capability was called on the synchronous publish path",
+    )))
+}
+
+/// Checks the deadline after a capability returned and queues its reply for `host_take`.
+fn finish_host_call(
+    state: &mut CallState,
+    result: Result<serde_json::Value, String>,
+) -> wasmtime::Result<i32> {
     // The epoch deadline cannot interrupt host code; check the clock on the way back in.
-    if state.started.elapsed() >= state.limits.deadline {
-        let deadline_ms = state.limits.deadline.as_millis() as u64;
-        return Err(state.fail(SandboxError::Timeout { deadline_ms }));
+    if let Some(timeout) = state.past_deadline() {
+        return Err(timeout);
     }
     let (ok, reply) = match result {
         Ok(value) => match serde_json::to_vec(&value) {
@@ -549,15 +618,31 @@ fn proc_exit(mut caller: Caller<'_, CallState>, code: i32) -> wasmtime::Result<(
     ))))
 }
 
+/// Which path a linker serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    /// Calls: instantiated and run with the `*_async` APIs; `host_call` awaits the capability.
+    Call,
+    /// Publishing: synchronous; `host_call` refuses.
+    Publish,
+}
+
 /// Builds the linker every instance is created through: exactly the imports listed in `ABI.md`.
-pub(crate) fn linker(engine: &Engine) -> Result<Linker<CallState>, SandboxError> {
+pub(crate) fn linker(engine: &Engine, flavor: Flavor) -> Result<Linker<CallState>, SandboxError> {
     let mut linker = Linker::new(engine);
     let define = |result: wasmtime::Result<&mut Linker<CallState>>| {
         result
             .map(|_| ())
             .map_err(|e| SandboxError::wasmtime("defining a host function", e))
     };
-    define(linker.func_wrap("parley", "host_call", host_call))?;
+    match flavor {
+        Flavor::Call => define(
+            linker.func_wrap_async("parley", "host_call", |caller, args| {
+                Box::new(host_call(caller, args))
+            }),
+        )?,
+        Flavor::Publish => define(linker.func_wrap("parley", "host_call", host_call_at_publish))?,
+    }
     define(linker.func_wrap("parley", "host_take", host_take))?;
     define(linker.func_wrap("parley", "log", log))?;
     define(linker.func_wrap("parley", "output", output))?;
@@ -683,7 +768,7 @@ mod tests {
     fn call(export: &str) -> (wasmtime::Result<i32>, CallState) {
         let config = SandboxConfig::default();
         let engine = engine::call_engine(&config).expect("engine");
-        let mut linker = linker(&engine).expect("linker");
+        let mut linker = linker(&engine, Flavor::Call).expect("linker");
         let module = wasmtime::Module::new(&engine, probe_module()).expect("valid probe module");
         linker
             .define_unknown_imports_as_traps(&module)
@@ -697,13 +782,16 @@ mod tests {
         );
         let mut store = wasmtime::Store::new(&engine, state);
         store.set_epoch_deadline(1_000_000);
-        let instance = linker
-            .instantiate(&mut store, &module)
-            .expect("an unknown import does not fail instantiation");
-        let func = instance
-            .get_typed_func::<(), i32>(&mut store, export)
-            .expect("export exists");
-        let result = func.call(&mut store, ());
+        let result = futures::executor::block_on(async {
+            let instance = linker
+                .instantiate_async(&mut store, &module)
+                .await
+                .expect("an unknown import does not fail instantiation");
+            let func = instance
+                .get_typed_func::<(), i32>(&mut store, export)
+                .expect("export exists");
+            func.call_async(&mut store, ()).await
+        });
         (result, store.into_data())
     }
 

@@ -12,7 +12,7 @@
 //!   [`CallOutput`], [`run_once`].
 //! - `config.rs`: [`SandboxConfig`], every limit with its default, and `validate()`.
 //! - `error.rs`: [`SandboxError`], one variant per outcome, each with a stable `code()`.
-//! - `engine.rs`: the two wasmtime engines (publish, call), the epoch ticker, the worker threads.
+//! - `engine.rs`: the two wasmtime engines (publish, call), and the epoch ticker.
 //! - `publish.rs`: source → wizer snapshot → compiled module, through the artifact cache.
 //! - `call.rs`: one call: a `Store`, an instance from the pool, input in, outcome out, trap
 //!   classification.
@@ -47,7 +47,7 @@ pub use crate::config::{ConfigError, SandboxConfig};
 pub use crate::error::SandboxError;
 
 use crate::cache::ArtifactCache;
-use crate::engine::{InPlace, Ticker, Workers};
+use crate::engine::Ticker;
 use crate::host::CallState;
 
 /// The guest runtime, embedded at build time (see `build.rs`).
@@ -55,22 +55,28 @@ pub(crate) const RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_RUNTIME_WASM"
 /// sha256 (hex) of the embedded guest runtime, computed by `build.rs`; part of every cache key.
 pub const RUNTIME_SHA256: &str = env!("PARLEY_RUNTIME_SHA256");
 
-/// Performs capabilities for handlers. Called synchronously on the sandbox's thread, only for
-/// capabilities the call's [`Grants`] allow and with arguments within the size cap; implementations may
-/// block. The call's deadline keeps running meanwhile and is checked when the capability returns, but
-/// the sandbox cannot interrupt host code: implementations must bound their own time (e.g. an HTTP
-/// timeout no longer than the sandbox deadline).
+/// What a capability call produces: the capability's result, or a message for the handler.
+pub type CapabilityFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<serde_json::Value, String>> + Send>>;
+
+/// Performs capabilities for handlers, only for capabilities the call's [`Grants`] allow and with
+/// arguments within the size cap. The returned future is awaited on the call's own task (inside the
+/// guest's fiber), so it may do async IO; it must not block the thread. The call's deadline keeps
+/// running meanwhile and is checked when the capability returns, but the sandbox does not interrupt
+/// a capability: implementations bound their own time (e.g. an HTTP timeout no longer than the
+/// sandbox deadline). Dropping the call's future cancels the capability with it.
 pub trait CapabilityHost: Send + Sync {
     /// Runs `capability` with `args`. An `Err` becomes a catchable `CapabilityError` in the handler.
-    fn call(&self, capability: &str, args: serde_json::Value) -> Result<serde_json::Value, String>;
+    fn call(&self, capability: &str, args: serde_json::Value) -> CapabilityFuture;
 }
 
+/// A synchronous function is a host whose answers are ready at once (fixtures, tests).
 impl<F> CapabilityHost for F
 where
     F: Fn(&str, serde_json::Value) -> Result<serde_json::Value, String> + Send + Sync,
 {
-    fn call(&self, capability: &str, args: serde_json::Value) -> Result<serde_json::Value, String> {
-        self(capability, args)
+    fn call(&self, capability: &str, args: serde_json::Value) -> CapabilityFuture {
+        Box::pin(std::future::ready(self(capability, args)))
     }
 }
 
@@ -79,10 +85,10 @@ where
 pub struct NoCapabilities;
 
 impl CapabilityHost for NoCapabilities {
-    fn call(&self, capability: &str, _: serde_json::Value) -> Result<serde_json::Value, String> {
-        Err(format!(
+    fn call(&self, capability: &str, _: serde_json::Value) -> CapabilityFuture {
+        Box::pin(std::future::ready(Err(format!(
             "no capability host is configured for `{capability}`"
-        ))
+        ))))
     }
 }
 
@@ -195,7 +201,7 @@ impl Handler {
     }
 }
 
-/// The sandbox: engines, pool, cache and worker threads. `Send + Sync`; share it in an `Arc`.
+/// The sandbox: engines, instance pool, cache and epoch ticker. `Send + Sync`; share it in an `Arc`.
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<SandboxInner>,
@@ -218,8 +224,8 @@ pub(crate) struct SandboxInner {
     /// The wizer-instrumented runtime compiled for `publish_engine`, built on first publish.
     instrumented: std::sync::Mutex<Option<Module>>,
     cache: Option<ArtifactCache>,
-    workers: Workers,
-    in_place: InPlace,
+    /// One permit per pooled instance: calls beyond the pool wait here instead of failing.
+    slots: tokio::sync::Semaphore,
     ticker: Ticker,
     /// Seeds the guest's `random_get`, different for every call.
     seeds: AtomicU64,
@@ -227,26 +233,19 @@ pub(crate) struct SandboxInner {
 
 impl Sandbox {
     /// Creates a sandbox: validates `config`, builds the engines and the instance pool, opens the
-    /// artifact cache and starts the epoch and worker threads.
+    /// artifact cache and starts the epoch ticker.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         config.validate()?;
         let engine = engine::call_engine(&config)?;
         let publish_engine = engine::publish_engine(&config)?;
-        let linker = host::linker(&engine)?;
-        let publish_linker = host::linker(&publish_engine)?;
+        let linker = host::linker(&engine, host::Flavor::Call)?;
+        let publish_linker = host::linker(&publish_engine, host::Flavor::Publish)?;
         let cache = config
             .cache_dir
             .as_deref()
             .map(ArtifactCache::open)
             .transpose()?;
-        let workers = match config.worker_threads {
-            0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
-            n => n as usize,
-        }
-        .min(config.pool_instances as usize);
-        let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
-        let in_place = InPlace::new(config.in_place_calls, wasm_stack, workers);
-        let workers = Workers::start(workers, wasm_stack)?;
+        let slots = tokio::sync::Semaphore::new(config.pool_instances as usize);
         let ticker = Ticker::start(vec![engine.clone(), publish_engine.clone()])?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -260,8 +259,7 @@ impl Sandbox {
                 publish_linker,
                 instrumented: std::sync::Mutex::new(None),
                 cache,
-                workers,
-                in_place,
+                slots,
                 ticker,
                 seeds: AtomicU64::new(seed),
             }),
@@ -288,7 +286,11 @@ impl Sandbox {
             .map(drop)
     }
 
-    /// Runs one call with fresh isolation on one of the sandbox's worker threads.
+    /// Runs one call with fresh isolation. The guest runs on a pooled fiber stack inside the
+    /// caller's task: no thread hand-off, and a handler that computes for long yields to the
+    /// executor at every epoch tick, so it never holds a runtime thread for more than a tick at a
+    /// time. When every pooled instance is busy, the call waits for one up to the call deadline,
+    /// then fails with `overloaded`.
     pub async fn call(
         &self,
         handler: &Handler,
@@ -297,23 +299,8 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
-        if let Some(_slot) = self.inner.in_place.try_enter() {
-            return tokio::task::block_in_place(|| {
-                call::call(&self.inner, handler, &input, grants.clone(), host)
-            });
-        }
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let inner = Arc::clone(&self.inner);
-        let handler = handler.clone();
-        let grants = grants.clone();
-        self.inner.workers.submit(Box::new(move || {
-            let result = call::call(&inner, &handler, &input, grants, host);
-            // The caller may have gone away (its future dropped); nothing to do then.
-            let _ = sender.send(result);
-        }))?;
-        receiver
-            .await
-            .map_err(|_| SandboxError::internal("a sandbox worker died during the call"))?
+        let _slot = self.inner.slot().await?;
+        call::call(&self.inner, handler, &input, grants.clone(), host).await
     }
 
     /// Like [`Sandbox::call`], but returns the captured logs whatever the outcome.
@@ -325,36 +312,27 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> CallReport {
         let started = std::time::Instant::now();
-        let failed = |error| CallReport {
-            result: Err(error),
-            logs: Vec::new(),
-            logs_truncated: false,
-            elapsed: started.elapsed(),
+        let prepared = match call::serialize_input(&self.inner.config, input) {
+            Ok(input) => self.inner.slot().await.map(|slot| (input, slot)),
+            Err(error) => Err(error),
         };
-        let input = match call::serialize_input(&self.inner.config, input) {
-            Ok(input) => input,
-            Err(error) => return failed(error),
-        };
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let inner = Arc::clone(&self.inner);
-        let handler = handler.clone();
-        let grants = grants.clone();
-        if let Err(error) = self.inner.workers.submit(Box::new(move || {
-            let _ = sender.send(call::call_report(&inner, &handler, &input, grants, host));
-        })) {
-            return failed(error);
+        match prepared {
+            Ok((input, _slot)) => {
+                call::call_report(&self.inner, handler, &input, grants.clone(), host).await
+            }
+            Err(error) => CallReport {
+                result: Err(error),
+                logs: Vec::new(),
+                logs_truncated: false,
+                elapsed: started.elapsed(),
+            },
         }
-        receiver.await.unwrap_or_else(|_| {
-            failed(SandboxError::internal(
-                "a sandbox worker died during the call",
-            ))
-        })
     }
 
-    /// Runs one call with fresh isolation on the *current* thread, which must have at least
-    /// `wasm_stack_bytes` + 1 MiB of stack (the main thread and threads spawned with a default 2 MiB
-    /// stack qualify at the default config). For benchmarks and synchronous callers; async code uses
-    /// [`Sandbox::call`].
+    /// [`Sandbox::call`] for synchronous callers (benchmarks, the CLI): blocks the current thread
+    /// until the call ends. Any thread will do, since the guest runs on its own fiber stack; in
+    /// async code use [`Sandbox::call`], which does not block. When every pooled instance is busy
+    /// it fails at once with `overloaded` rather than wait.
     pub fn call_blocking(
         &self,
         handler: &Handler,
@@ -363,18 +341,47 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
-        call::call(&self.inner, handler, &input, grants.clone(), host)
+        let _slot = self.inner.slot_now()?;
+        futures::executor::block_on(call::call(
+            &self.inner,
+            handler,
+            &input,
+            grants.clone(),
+            host,
+        ))
     }
 }
 
 impl SandboxInner {
+    /// A free instance slot. An async caller on a tokio runtime waits for one up to the call
+    /// deadline; anyone else gets one only if it is free now. Then: `overloaded`.
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {
+        if let Ok(permit) = self.slots.try_acquire() {
+            return Ok(permit);
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::Overloaded);
+        }
+        let wait = std::time::Duration::from_millis(self.config.deadline_ms);
+        match tokio::time::timeout(wait, self.slots.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(SandboxError::Overloaded),
+        }
+    }
+
+    /// A free instance slot now, or `overloaded`: for callers that block their thread.
+    fn slot_now(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {
+        self.slots
+            .try_acquire()
+            .map_err(|_| SandboxError::Overloaded)
+    }
+
     fn next_seed(&self) -> u64 {
         self.seeds.fetch_add(0x9E37_79B9, Ordering::Relaxed)
     }
 }
 
-/// Runs `source` once on `input`: creates a sandbox with `config`, publishes the handler and calls it
-/// on a sandbox worker thread. This is everything `parley sandbox run` needs; the CLI wrapper is:
+/// Runs `source` once on `input`: creates a sandbox with `config`, publishes the handler and calls it. This is everything `parley sandbox run` needs; the CLI wrapper is:
 ///
 /// ```text
 /// // parley sandbox run --handler FILE.js --input JSON [--grant CAPABILITY...]
@@ -430,20 +437,14 @@ pub fn run_once_report(
         Ok(prepared) => prepared,
         Err(error) => return failed(error),
     };
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let inner = Arc::clone(&sandbox.inner);
     let grants = grants.clone();
-    let submitted = sandbox.inner.workers.submit(Box::new(move || {
-        let _ = sender.send(call::call_report(&inner, &handler, &input, grants, host));
-    }));
-    if let Err(error) = submitted {
-        return failed(error);
-    }
-    receiver.recv().unwrap_or_else(|_| {
-        failed(SandboxError::internal(
-            "a sandbox worker died during the call",
-        ))
-    })
+    futures::executor::block_on(call::call_report(
+        &sandbox.inner,
+        &handler,
+        &input,
+        grants,
+        host,
+    ))
 }
 
 #[cfg(test)]

@@ -247,7 +247,6 @@ fn failed_calls_keep_their_logs_in_the_report() {
 fn a_full_pool_is_overloaded_not_stuck() {
     let sandbox = Sandbox::new(SandboxConfig {
         pool_instances: 1,
-        worker_threads: 1,
         deadline_ms: 10_000,
         ..SandboxConfig::default()
     })

@@ -58,8 +58,6 @@ fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // As `parley serve` runs: room for in-place sandbox calls.
-        .thread_stack_size(parley::cli::RUNTIME_THREAD_STACK)
         .build()
     {
         Ok(r) => r,
@@ -86,8 +84,6 @@ struct Config {
     part_a: bool,
     part_bc: bool,
     part_models: bool,
-    /// `sandbox.in_place_calls` of the (b)/(c) provider.
-    in_place: bool,
 }
 
 impl Config {
@@ -112,7 +108,6 @@ impl Config {
             part_a: parts.contains(&"a"),
             part_bc: parts.contains(&"bc"),
             part_models: parts.contains(&"models"),
-            in_place: num("BENCH_IN_PLACE", 1)? != 0,
         })
     }
 }
@@ -194,8 +189,7 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
 /// (b) and (c): application messages through the cached protocol and plain text messages.
 async fn latency(base: &str, config: Config) -> Result<()> {
     let provider_dir = tempdir()?;
-    let mut settings = test_settings(provider_dir.path());
-    settings.sandbox.in_place_calls = config.in_place;
+    let settings = test_settings(provider_dir.path());
     let server = KeptServer::spawn(&settings).await?;
     let url = format!("http://{}/nlip", server.addr);
     let requester_dir = tempdir()?;
@@ -253,10 +247,6 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     rows.push(("in-process", "(b) Provider::application", handler));
     server.stop().await;
     print_latency(&rows);
-    println!(
-        "sandbox.in_place_calls = {} (BENCH_IN_PLACE)",
-        config.in_place
-    );
     Ok(())
 }
 

@@ -165,19 +165,11 @@ pub struct SandboxRunArgs {
     pub config: Option<PathBuf>,
 }
 
-/// Stack of the runtime's threads: enough for in-place sandbox calls at wasm stacks of up to
-/// 7 MiB (the default is 1 MiB); a bigger configured wasm stack sends calls to the sandbox's
-/// own worker threads instead.
-pub const RUNTIME_THREAD_STACK: usize = 8 * 1024 * 1024;
-
 /// Parses the command line and runs it; errors are printed with their causes.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // Handler calls may run on the calling worker (see `sandbox.in_place_calls`), which
-        // needs the wasm stack plus room for the host; untouched stack costs no memory.
-        .thread_stack_size(RUNTIME_THREAD_STACK)
         .build()
     {
         Ok(rt) => rt,

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use parley_capabilities::Capabilities;
+use parley_sandbox::CapabilityFuture;
 use serde_json::Value;
 
-/// Performs a handler's `host.call` with the real capability bindings. The sandbox calls it
-/// on one of its own threads or inside `tokio::task::block_in_place`, never on a thread that
-/// is acting as an async worker at that moment, so blocking on the runtime is safe.
+/// Performs a handler's `host.call` with the real capability bindings. The sandbox awaits the
+/// returned future on the call's own task; off the runtime (a blocking caller) the capability
+/// runs as a task on `runtime` instead.
 #[derive(Debug, Clone)]
 pub struct CapabilityBridge {
     capabilities: Arc<Capabilities>,
@@ -25,9 +26,22 @@ impl CapabilityBridge {
 }
 
 impl parley_sandbox::CapabilityHost for CapabilityBridge {
-    fn call(&self, capability: &str, args: Value) -> Result<Value, String> {
-        self.runtime
-            .block_on(self.capabilities.invoke(capability, args))
-            .map_err(|e| format!("{}: {e}", e.code()))
+    fn call(&self, capability: &str, args: Value) -> CapabilityFuture {
+        let capabilities = Arc::clone(&self.capabilities);
+        let capability = capability.to_owned();
+        let invoke = async move {
+            capabilities
+                .invoke(&capability, args)
+                .await
+                .map_err(|e| format!("{}: {e}", e.code()))
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Box::pin(invoke);
+        }
+        let task = self.runtime.spawn(invoke);
+        Box::pin(async move {
+            task.await
+                .map_err(|e| format!("the capability task failed: {e}"))?
+        })
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use parley_capabilities::Capabilities;
 use parley_negotiator::{Fixtures, HandlerRunner, ProtocolDoc, ProtocolHash};
-use parley_sandbox::{CapabilityHost, Grants, Handler, Sandbox, SandboxError};
+use parley_sandbox::{CapabilityFuture, CapabilityHost, Grants, Handler, Sandbox, SandboxError};
 use parley_store::Store;
 use serde_json::Value;
 
@@ -34,9 +34,9 @@ struct FixtureHost {
 }
 
 impl CapabilityHost for FixtureHost {
-    fn call(&self, capability: &str, args: Value) -> Result<Value, String> {
+    fn call(&self, capability: &str, args: Value) -> CapabilityFuture {
         if let Some(answer) = self.fixtures.lookup(capability, &args) {
-            return answer;
+            return Box::pin(std::future::ready(answer));
         }
         let read_only = self
             .capabilities
@@ -45,7 +45,7 @@ impl CapabilityHost for FixtureHost {
         if read_only {
             self.real.call(capability, args)
         } else {
-            self.fixtures.answer(capability, &args)
+            Box::pin(std::future::ready(self.fixtures.answer(capability, &args)))
         }
     }
 }

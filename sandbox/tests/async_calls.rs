@@ -1,0 +1,290 @@
+//! Calls run with wasmtime's async support: the guest runs on a pooled fiber stack inside the
+//! caller's task, capabilities are awaited there, a busy handler yields at every epoch tick, and
+//! dropping a call's future cancels it. None of this depends on the calling thread's stack.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parley_sandbox::{
+    CapabilityFuture, CapabilityHost, Grants, NoCapabilities, Sandbox, SandboxConfig,
+};
+use serde_json::{Value, json};
+
+/// Records the thread the capability ran on, then does real async work on the runtime.
+#[derive(Debug)]
+struct ThreadProbe;
+
+impl CapabilityHost for ThreadProbe {
+    fn call(&self, _capability: &str, args: Value) -> CapabilityFuture {
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_owned();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let args = tokio::spawn(async move { args })
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(json!({ "thread": thread, "args": args }))
+        })
+    }
+}
+
+/// A capability that waits `hold` (on the runtime's timer) before answering.
+#[derive(Debug)]
+struct Slow {
+    hold: Duration,
+}
+
+impl CapabilityHost for Slow {
+    fn call(&self, _capability: &str, _args: Value) -> CapabilityFuture {
+        let hold = self.hold;
+        Box::pin(async move {
+            tokio::time::sleep(hold).await;
+            Ok(json!("done"))
+        })
+    }
+}
+
+/// A capability that never answers.
+#[derive(Debug)]
+struct Never;
+
+impl CapabilityHost for Never {
+    fn call(&self, _: &str, _: Value) -> CapabilityFuture {
+        Box::pin(std::future::pending())
+    }
+}
+
+const PROBE: &str = r#"
+function handle(request) {
+  const seen = host.call("probe", { n: request.n });
+  return { n: request.n + 1, thread: seen.thread, args: seen.args };
+}"#;
+
+const WAITS: &str = r#"
+function handle(request) {
+  if (request.wait) { host.call("wait", {}); }
+  return { done: true };
+}"#;
+
+fn sandbox(pool_instances: u32, deadline_ms: u64) -> Sandbox {
+    Sandbox::new(SandboxConfig {
+        deadline_ms,
+        pool_instances,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox")
+}
+
+fn wait_grant() -> Grants {
+    ["wait"].into_iter().collect()
+}
+
+#[test]
+fn calls_run_on_the_calling_thread_whatever_its_stack_and_await_capabilities_there() {
+    // 256 KiB runtime threads could not hold the 1 MiB wasm stack: the guest has its own.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("test-runtime")
+        .thread_stack_size(256 << 10)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sandbox = sandbox(4, 2_000);
+    let handler = sandbox.publish(PROBE).expect("publish");
+    let out = rt
+        .block_on(async move {
+            tokio::spawn(async move {
+                let grants: Grants = ["probe"].into_iter().collect();
+                sandbox
+                    .call(
+                        &handler,
+                        &json!({ "n": 41 }),
+                        &grants,
+                        Arc::new(ThreadProbe),
+                    )
+                    .await
+            })
+            .await
+        })
+        .expect("task")
+        .expect("call");
+    assert_eq!(out.output["n"], 42);
+    assert_eq!(out.output["args"], json!({ "n": 41 }));
+    assert_eq!(out.output["thread"], "test-runtime");
+}
+
+#[test]
+fn endless_handlers_end_at_their_deadline_while_a_single_thread_runtime_keeps_serving() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sandbox = sandbox(8, 200);
+    let endless = sandbox
+        .publish("function handle(r) { for (;;) {} }")
+        .expect("publish");
+    let echo = sandbox
+        .publish("function handle(r) { return r; }")
+        .expect("publish");
+    rt.block_on(async move {
+        // Shares the one thread with four endless handlers: it only runs if they yield.
+        let ticks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ticker = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        let started = Instant::now();
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                let (sandbox, endless) = (sandbox.clone(), endless.clone());
+                tokio::spawn(async move {
+                    sandbox
+                        .call(
+                            &endless,
+                            &json!({}),
+                            &Grants::none(),
+                            Arc::new(NoCapabilities),
+                        )
+                        .await
+                })
+            })
+            .collect();
+        for call in calls {
+            let error = call.await.expect("task").expect_err("must time out");
+            assert_eq!(error.code(), "timeout", "{error}");
+        }
+        let elapsed = started.elapsed();
+        assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+        assert!(
+            ticks.load(std::sync::atomic::Ordering::Relaxed) >= 10,
+            "the runtime's only thread stalled while handlers looped"
+        );
+        ticker.abort();
+        let out = sandbox
+            .call(
+                &echo,
+                &json!({ "ok": true }),
+                &Grants::none(),
+                Arc::new(NoCapabilities),
+            )
+            .await
+            .expect("call after timeouts");
+        assert_eq!(out.output, json!({ "ok": true }));
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_call_waits_for_a_free_slot_up_to_its_deadline() {
+    let sandbox = sandbox(1, 400);
+    let handler = sandbox.publish(WAITS).expect("publish");
+
+    // The only slot is busy for 100 ms: the second call waits and then runs.
+    let holder = {
+        let (sandbox, handler) = (sandbox.clone(), handler.clone());
+        let host = Arc::new(Slow {
+            hold: Duration::from_millis(100),
+        });
+        tokio::spawn(async move {
+            sandbox
+                .call(&handler, &json!({ "wait": true }), &wait_grant(), host)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let second = sandbox
+        .call(
+            &handler,
+            &json!({}),
+            &Grants::none(),
+            Arc::new(NoCapabilities),
+        )
+        .await
+        .expect("the second call waited for the slot");
+    assert_eq!(second.output, json!({ "done": true }));
+    let held = holder.await.expect("task").expect("the holder finished");
+    assert_eq!(held.output, json!({ "done": true }));
+
+    // Busy for longer than a deadline: the waiting call gives up with `overloaded`, and the
+    // holder, back from its capability after its own deadline, ends in `timeout`.
+    let holder = {
+        let (sandbox, handler) = (sandbox.clone(), handler.clone());
+        let host = Arc::new(Slow {
+            hold: Duration::from_millis(1_000),
+        });
+        tokio::spawn(async move {
+            sandbox
+                .call(&handler, &json!({ "wait": true }), &wait_grant(), host)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let started = Instant::now();
+    let error = sandbox
+        .call(
+            &handler,
+            &json!({}),
+            &Grants::none(),
+            Arc::new(NoCapabilities),
+        )
+        .await
+        .expect_err("no slot within the deadline");
+    assert_eq!(error.code(), "overloaded", "{error}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(350),
+        "{:?}",
+        started.elapsed()
+    );
+    let error = holder.await.expect("task").expect_err("past its deadline");
+    assert_eq!(error.code(), "timeout", "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_call_cancels_it_and_frees_its_instance() {
+    let sandbox = sandbox(1, 10_000);
+    let handler = sandbox.publish(WAITS).expect("publish");
+    let (input, grants) = (json!({ "wait": true }), wait_grant());
+    let call = sandbox.call(&handler, &input, &grants, Arc::new(Never));
+    let outcome = tokio::time::timeout(Duration::from_millis(50), call).await;
+    assert!(outcome.is_err(), "the capability never answers");
+    // The guest was suspended inside the capability; dropping the future unwound it and gave its
+    // instance back, so the only slot is free at once.
+    let out = sandbox
+        .call_blocking(
+            &handler,
+            &json!({}),
+            &Grants::none(),
+            Arc::new(NoCapabilities),
+        )
+        .expect("the slot came back");
+    assert_eq!(out.output, json!({ "done": true }));
+}
+
+#[test]
+fn blocking_calls_work_from_a_thread_with_a_small_stack() {
+    let sandbox = sandbox(2, 2_000);
+    let handler = sandbox
+        .publish("function handle(r) { const f = (n) => n ? 1 + f(n - 1) : 0; return { depth: f(r.n) }; }")
+        .expect("publish");
+    let out = std::thread::Builder::new()
+        .stack_size(128 << 10)
+        .spawn(move || {
+            sandbox.call_blocking(
+                &handler,
+                &json!({ "n": 500 }),
+                &Grants::none(),
+                Arc::new(NoCapabilities),
+            )
+        })
+        .expect("thread")
+        .join()
+        .expect("no stack overflow on the calling thread")
+        .expect("call");
+    assert_eq!(out.output, json!({ "depth": 500 }));
+}
