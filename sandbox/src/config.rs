@@ -12,8 +12,9 @@ const MIB: u64 = 1024 * KIB;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SandboxConfig {
-    /// Wall-clock deadline of one call, in milliseconds, enforced with wasmtime's epoch interruption
-    /// (resolution: one epoch tick, 1 ms). Time spent inside capabilities counts too.
+    /// Deadline of one call, in milliseconds, enforced with wasmtime's epoch interruption
+    /// (resolution: one epoch tick, 1 ms). It counts the time the guest runs and the time its
+    /// capabilities take, not the time the call waits for the executor after yielding at a tick.
     pub deadline_ms: u64,
     /// Deadline for evaluating a handler's top-level code when it is published, in milliseconds.
     pub publish_deadline_ms: u64,
