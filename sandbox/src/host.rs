@@ -240,6 +240,9 @@ fn truncate_message(mut text: String) -> String {
     text
 }
 
+/// What the handler hears when a capability host panics.
+const PANICKED: &str = "the capability host panicked";
+
 /// A capability call that passed every check, ready to run.
 struct HostCall {
     capability: String,
@@ -324,16 +327,31 @@ async fn host_call(
 ) -> wasmtime::Result<i32> {
     let call = begin_host_call(&mut caller, name_ptr, name_len, args_ptr, args_len)?;
     let span = tracing::debug_span!("sandbox.host_call", capability = %call.capability);
-    let result = match catch_unwind(AssertUnwindSafe(|| {
+    let future = match catch_unwind(AssertUnwindSafe(|| {
         call.host.call(&call.capability, call.args)
     })) {
-        Ok(future) => AssertUnwindSafe(future)
-            .catch_unwind()
-            .instrument(span)
-            .await
-            .unwrap_or_else(|_| Err("the capability host panicked".to_string())),
-        Err(_) => Err("the capability host panicked".to_string()),
+        Ok(future) => AssertUnwindSafe(future).catch_unwind().instrument(span),
+        Err(_) => return finish_host_call(caller.data_mut(), Err(PANICKED.to_string())),
     };
+    // On a tokio runtime the capability gets what is left of the deadline and is dropped
+    // (cancelled) when that runs out; elsewhere there is no timer to race it against, and the
+    // deadline is checked when it returns.
+    let state = caller.data_mut();
+    let left = state.limits.deadline.saturating_sub(state.used());
+    let outcome = if tokio::runtime::Handle::try_current().is_ok() {
+        match tokio::time::timeout(left, future).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                let deadline_ms = state.limits.deadline.as_millis() as u64;
+                return Err(caller
+                    .data_mut()
+                    .fail(SandboxError::Timeout { deadline_ms }));
+            }
+        }
+    } else {
+        future.await
+    };
+    let result = outcome.unwrap_or_else(|_| Err(PANICKED.to_string()));
     finish_host_call(caller.data_mut(), result)
 }
 

@@ -62,9 +62,10 @@ pub type CapabilityFuture =
 /// Performs capabilities for handlers, only for capabilities the call's [`Grants`] allow and with
 /// arguments within the size cap. The returned future is awaited on the call's own task (inside the
 /// guest's fiber), so it may do async IO; it must not block the thread. The call's deadline keeps
-/// running meanwhile and is checked when the capability returns, but the sandbox does not interrupt
-/// a capability: implementations bound their own time (e.g. an HTTP timeout no longer than the
-/// sandbox deadline). Dropping the call's future cancels the capability with it.
+/// running meanwhile: on a tokio runtime the future gets what is left of it and is dropped (the
+/// capability cancelled, the call failing with `timeout`) when that runs out. A blocking caller
+/// (`call_blocking`, `run_once`) has no timer to race it against, so there the deadline is only
+/// checked when the capability returns. Dropping the call's future cancels the capability too.
 pub trait CapabilityHost: Send + Sync {
     /// Runs `capability` with `args`. An `Err` becomes a catchable `CapabilityError` in the handler.
     fn call(&self, capability: &str, args: serde_json::Value) -> CapabilityFuture;

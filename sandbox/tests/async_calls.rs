@@ -211,20 +211,31 @@ async fn an_async_call_waits_for_a_free_slot_up_to_its_deadline() {
     let held = holder.await.expect("task").expect("the holder finished");
     assert_eq!(held.output, json!({ "done": true }));
 
-    // Busy for longer than a deadline: the waiting call gives up with `overloaded`, and the
-    // holder, back from its capability after its own deadline, ends in `timeout`.
+    // Busy for longer than a deadline: the waiting call gives up with `overloaded`. The holder
+    // is a blocking call whose capability blocks its thread for a second (nothing can cut a
+    // blocking capability short); back from it, past its deadline, it ends in `timeout`.
     let holder = {
         let (sandbox, handler) = (sandbox.clone(), handler.clone());
-        let host = Arc::new(Slow {
-            hold: Duration::from_millis(1_000),
+        let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+        let entered = std::sync::Mutex::new(Some(entered_tx));
+        let host = move |_: &str, _: Value| -> Result<Value, String> {
+            if let Some(tx) = entered.lock().ok().and_then(|mut e| e.take()) {
+                let _ = tx.send(());
+            }
+            std::thread::sleep(Duration::from_millis(1_000));
+            Ok(json!("done"))
+        };
+        let thread = std::thread::spawn(move || {
+            sandbox.call_blocking(
+                &handler,
+                &json!({ "wait": true }),
+                &wait_grant(),
+                Arc::new(host),
+            )
         });
-        tokio::spawn(async move {
-            sandbox
-                .call(&handler, &json!({ "wait": true }), &wait_grant(), host)
-                .await
-        })
+        entered_rx.await.expect("the holder reached its capability");
+        thread
     };
-    tokio::time::sleep(Duration::from_millis(20)).await;
     let started = Instant::now();
     let error = sandbox
         .call(
@@ -241,8 +252,40 @@ async fn an_async_call_waits_for_a_free_slot_up_to_its_deadline() {
         "{:?}",
         started.elapsed()
     );
-    let error = holder.await.expect("task").expect_err("past its deadline");
+    let error = holder
+        .join()
+        .expect("holder thread")
+        .expect_err("past its deadline");
     assert_eq!(error.code(), "timeout", "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_that_outlives_the_deadline_is_cancelled_at_the_deadline() {
+    let sandbox = sandbox(2, 200);
+    let handler = sandbox.publish(WAITS).expect("publish");
+    let started = Instant::now();
+    let host = Arc::new(Slow {
+        hold: Duration::from_secs(5),
+    });
+    let error = sandbox
+        .call(&handler, &json!({ "wait": true }), &wait_grant(), host)
+        .await
+        .expect_err("the capability takes longer than the deadline");
+    assert_eq!(error.code(), "timeout", "{error}");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(190) && elapsed < Duration::from_secs(2),
+        "ended after {elapsed:?}, not at the 200 ms deadline"
+    );
+    // A capability that answers in time is unaffected.
+    let quick = Arc::new(Slow {
+        hold: Duration::from_millis(20),
+    });
+    let out = sandbox
+        .call(&handler, &json!({ "wait": true }), &wait_grant(), quick)
+        .await
+        .expect("in time");
+    assert_eq!(out.output, json!({ "done": true }));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
