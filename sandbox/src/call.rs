@@ -3,14 +3,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::Instrument;
 use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 
 use crate::config::SandboxConfig;
 use crate::engine::EPOCH_TICK;
 use crate::error::SandboxError;
 use crate::host::{CallLimits, CallState, Phase, kind};
-use crate::{CallOutput, CallReport, CapabilityHost, Grants, Handler, SandboxInner};
+use crate::{CallReport, CapabilityHost, Grants, Handler, SandboxInner};
 
 /// Serialises the input once, before any work, and enforces the input cap.
 pub(crate) fn serialize_input(
@@ -40,37 +39,30 @@ pub(crate) fn limits(config: &SandboxConfig, deadline_ms: u64) -> CallLimits {
     }
 }
 
-/// How a store enforces its deadline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Deadline {
-    /// Trap at the epoch deadline: for synchronous runs (publishing a handler).
-    Trap,
-    /// Yield to the executor at every epoch tick and fail with `timeout` once the deadline has
-    /// passed: for calls, which run with `call_async` inside the caller's task.
-    YieldEachTick,
-}
-
 /// A new store for one call or one publish, with the memory limiter and the epoch deadline set.
+/// Publishing runs synchronously and traps at the epoch deadline. A call runs with `call_async`
+/// inside the caller's task: it yields to the executor at every epoch tick and fails with
+/// `timeout` once its deadline has passed.
 pub(crate) fn new_store(
     engine: &Engine,
     ticker: &crate::engine::Ticker,
     mut state: CallState,
     deadline_ms: u64,
     fuel: Option<u64>,
-    deadline: Deadline,
 ) -> Result<Store<CallState>, SandboxError> {
     // Before the deadline is set: the ticker may be parked.
     state.epoch_hold = Some(ticker.hold());
+    let phase = state.phase;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    match deadline {
-        Deadline::Trap => {
+    match phase {
+        Phase::Publish => {
             // Round up to whole ticks and add one: the next tick may come right after this line.
             let tick_ms = EPOCH_TICK.as_millis().max(1) as u64;
             store.set_epoch_deadline(deadline_ms.div_ceil(tick_ms) + 1);
             store.epoch_deadline_trap();
         }
-        Deadline::YieldEachTick => {
+        Phase::Call => {
             store.set_epoch_deadline(1);
             store.epoch_deadline_callback(|mut context| {
                 let state = context.data_mut();
@@ -152,38 +144,10 @@ pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Valu
     }
 }
 
-/// Runs `handler` on the serialised `input` in a fresh instance.
-pub(crate) async fn call(
-    sandbox: &SandboxInner,
-    handler: &Handler,
-    input: &[u8],
-    grants: Grants,
-    host: Arc<dyn CapabilityHost>,
-) -> Result<CallOutput, SandboxError> {
-    let report = call_report(sandbox, handler, input, grants, host).await;
-    report.result.map(|output| CallOutput {
-        output,
-        logs: report.logs,
-        logs_truncated: report.logs_truncated,
-        elapsed: report.elapsed,
-    })
-}
-
-/// Like [`call`], but keeps the logs when the call fails.
+/// Runs `handler` on the serialised `input` in a fresh instance; the report keeps the logs
+/// whatever the outcome.
+#[tracing::instrument(name = "sandbox.call", level = "debug", skip_all, fields(handler = %handler.hash()))]
 pub(crate) async fn call_report(
-    sandbox: &SandboxInner,
-    handler: &Handler,
-    input: &[u8],
-    grants: Grants,
-    host: Arc<dyn CapabilityHost>,
-) -> CallReport {
-    let span = tracing::debug_span!("sandbox.call", handler = %handler.hash());
-    run(sandbox, handler, input, grants, host)
-        .instrument(span)
-        .await
-}
-
-async fn run(
     sandbox: &SandboxInner,
     handler: &Handler,
     input: &[u8],
@@ -192,12 +156,7 @@ async fn run(
 ) -> CallReport {
     let config = &sandbox.config;
     let started = Instant::now();
-    let failed = |error: SandboxError| CallReport {
-        result: Err(error),
-        logs: Vec::new(),
-        logs_truncated: false,
-        elapsed: started.elapsed(),
-    };
+    let failed = |error: SandboxError| CallReport::failed(error, started);
     if !Engine::same(&handler.inner.engine, &sandbox.engine) {
         return failed(SandboxError::internal(
             "this handler was published by a different sandbox",
@@ -216,7 +175,6 @@ async fn run(
         state,
         config.deadline_ms,
         config.fuel,
-        Deadline::YieldEachTick,
     ) {
         Ok(store) => store,
         Err(error) => return failed(error),

@@ -84,7 +84,9 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-/// Where the store is: evaluating a handler for its snapshot, or serving a call.
+/// Where the store is: evaluating a handler for its snapshot (synchronously, on the publish
+/// engine; `host_call` refuses), or serving a call (with the `*_async` APIs on the call engine;
+/// `host_call` awaits the capability).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
     Publish,
@@ -167,13 +169,20 @@ impl CallState {
         ))
     }
 
+    /// What the call has left of its deadline.
+    pub(crate) fn left(&self) -> Duration {
+        self.limits.deadline.saturating_sub(self.used())
+    }
+
     /// Whether the deadline has passed; then also the error that says so.
     pub(crate) fn past_deadline(&mut self) -> Option<wasmtime::Error> {
-        if self.used() < self.limits.deadline {
-            return None;
-        }
+        (self.left().is_zero()).then(|| self.timed_out())
+    }
+
+    /// Records the call's `timeout` and returns the error that ends it.
+    fn timed_out(&mut self) -> wasmtime::Error {
         let deadline_ms = self.limits.deadline.as_millis() as u64;
-        Some(self.fail(SandboxError::Timeout { deadline_ms }))
+        self.fail(SandboxError::Timeout { deadline_ms })
     }
 
     fn push_log(&mut self, level: LogLevel, text: &[u8]) {
@@ -336,17 +345,11 @@ async fn host_call(
     // On a tokio runtime the capability gets what is left of the deadline and is dropped
     // (cancelled) when that runs out; elsewhere there is no timer to race it against, and the
     // deadline is checked when it returns.
-    let state = caller.data_mut();
-    let left = state.limits.deadline.saturating_sub(state.used());
+    let left = caller.data().left();
     let outcome = if tokio::runtime::Handle::try_current().is_ok() {
         match tokio::time::timeout(left, future).await {
             Ok(outcome) => outcome,
-            Err(_) => {
-                let deadline_ms = state.limits.deadline.as_millis() as u64;
-                return Err(caller
-                    .data_mut()
-                    .fail(SandboxError::Timeout { deadline_ms }));
-            }
+            Err(_) => return Err(caller.data_mut().timed_out()),
         }
     } else {
         future.await
@@ -636,30 +639,21 @@ fn proc_exit(mut caller: Caller<'_, CallState>, code: i32) -> wasmtime::Result<(
     ))))
 }
 
-/// Which path a linker serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flavor {
-    /// Calls: instantiated and run with the `*_async` APIs; `host_call` awaits the capability.
-    Call,
-    /// Publishing: synchronous; `host_call` refuses.
-    Publish,
-}
-
 /// Builds the linker every instance is created through: exactly the imports listed in `ABI.md`.
-pub(crate) fn linker(engine: &Engine, flavor: Flavor) -> Result<Linker<CallState>, SandboxError> {
+pub(crate) fn linker(engine: &Engine, phase: Phase) -> Result<Linker<CallState>, SandboxError> {
     let mut linker = Linker::new(engine);
     let define = |result: wasmtime::Result<&mut Linker<CallState>>| {
         result
             .map(|_| ())
             .map_err(|e| SandboxError::wasmtime("defining a host function", e))
     };
-    match flavor {
-        Flavor::Call => define(
+    match phase {
+        Phase::Call => define(
             linker.func_wrap_async("parley", "host_call", |caller, args| {
                 Box::new(host_call(caller, args))
             }),
         )?,
-        Flavor::Publish => define(linker.func_wrap("parley", "host_call", host_call_at_publish))?,
+        Phase::Publish => define(linker.func_wrap("parley", "host_call", host_call_at_publish))?,
     }
     define(linker.func_wrap("parley", "host_take", host_take))?;
     define(linker.func_wrap("parley", "log", log))?;
@@ -786,7 +780,7 @@ mod tests {
     fn call(export: &str) -> (wasmtime::Result<i32>, CallState) {
         let config = SandboxConfig::default();
         let engine = engine::call_engine(&config).expect("engine");
-        let mut linker = linker(&engine, Flavor::Call).expect("linker");
+        let mut linker = linker(&engine, Phase::Call).expect("linker");
         let module = wasmtime::Module::new(&engine, probe_module()).expect("valid probe module");
         linker
             .define_unknown_imports_as_traps(&module)

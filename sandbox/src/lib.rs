@@ -168,6 +168,28 @@ pub struct CallReport {
     pub elapsed: Duration,
 }
 
+impl CallReport {
+    /// A call that failed before the guest ran, `started` when the call began.
+    pub(crate) fn failed(error: SandboxError, started: std::time::Instant) -> Self {
+        CallReport {
+            result: Err(error),
+            logs: Vec::new(),
+            logs_truncated: false,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    /// The output of a successful call; the logs of a failed one are dropped.
+    pub(crate) fn into_output(self) -> Result<CallOutput, SandboxError> {
+        self.result.map(|output| CallOutput {
+            output,
+            logs: self.logs,
+            logs_truncated: self.logs_truncated,
+            elapsed: self.elapsed,
+        })
+    }
+}
+
 /// A published handler: its compiled snapshot, ready to instantiate. Cheap to clone.
 #[derive(Clone)]
 pub struct Handler {
@@ -239,8 +261,8 @@ impl Sandbox {
         config.validate()?;
         let engine = engine::call_engine(&config)?;
         let publish_engine = engine::publish_engine(&config)?;
-        let linker = host::linker(&engine, host::Flavor::Call)?;
-        let publish_linker = host::linker(&publish_engine, host::Flavor::Publish)?;
+        let linker = host::linker(&engine, host::Phase::Call)?;
+        let publish_linker = host::linker(&publish_engine, host::Phase::Publish)?;
         let cache = config
             .cache_dir
             .as_deref()
@@ -299,9 +321,9 @@ impl Sandbox {
         grants: &Grants,
         host: Arc<dyn CapabilityHost>,
     ) -> Result<CallOutput, SandboxError> {
-        let input = call::serialize_input(&self.inner.config, input)?;
-        let _slot = self.inner.slot().await?;
-        call::call(&self.inner, handler, &input, grants.clone(), host).await
+        self.call_report(handler, input, grants, host)
+            .await
+            .into_output()
     }
 
     /// Like [`Sandbox::call`], but returns the captured logs whatever the outcome.
@@ -313,20 +335,15 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> CallReport {
         let started = std::time::Instant::now();
-        let prepared = match call::serialize_input(&self.inner.config, input) {
-            Ok(input) => self.inner.slot().await.map(|slot| (input, slot)),
-            Err(error) => Err(error),
+        let input = match call::serialize_input(&self.inner.config, input) {
+            Ok(input) => input,
+            Err(error) => return CallReport::failed(error, started),
         };
-        match prepared {
-            Ok((input, _slot)) => {
+        match self.inner.slot().await {
+            Ok(_slot) => {
                 call::call_report(&self.inner, handler, &input, grants.clone(), host).await
             }
-            Err(error) => CallReport {
-                result: Err(error),
-                logs: Vec::new(),
-                logs_truncated: false,
-                elapsed: started.elapsed(),
-            },
+            Err(error) => CallReport::failed(error, started),
         }
     }
 
@@ -343,13 +360,14 @@ impl Sandbox {
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
         let _slot = self.inner.slot_now()?;
-        futures::executor::block_on(call::call(
+        futures::executor::block_on(call::call_report(
             &self.inner,
             handler,
             &input,
             grants.clone(),
             host,
         ))
+        .into_output()
     }
 }
 
@@ -405,13 +423,7 @@ pub fn run_once(
     grants: &Grants,
     host: Arc<dyn CapabilityHost>,
 ) -> Result<CallOutput, SandboxError> {
-    let report = run_once_report(config, source, input, grants, host);
-    report.result.map(|output| CallOutput {
-        output,
-        logs: report.logs,
-        logs_truncated: report.logs_truncated,
-        elapsed: report.elapsed,
-    })
+    run_once_report(config, source, input, grants, host).into_output()
 }
 
 /// [`run_once`], keeping the handler's logs when the call fails (for the CLI to print them).
@@ -423,12 +435,6 @@ pub fn run_once_report(
     host: Arc<dyn CapabilityHost>,
 ) -> CallReport {
     let started = std::time::Instant::now();
-    let failed = |error| CallReport {
-        result: Err(error),
-        logs: Vec::new(),
-        logs_truncated: false,
-        elapsed: started.elapsed(),
-    };
     let prepared = Sandbox::new(config).and_then(|sandbox| {
         let handler = sandbox.publish(source)?;
         let input = call::serialize_input(&sandbox.inner.config, input)?;
@@ -436,7 +442,7 @@ pub fn run_once_report(
     });
     let (sandbox, handler, input) = match prepared {
         Ok(prepared) => prepared,
-        Err(error) => return failed(error),
+        Err(error) => return CallReport::failed(error, started),
     };
     let grants = grants.clone();
     futures::executor::block_on(call::call_report(

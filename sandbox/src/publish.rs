@@ -14,7 +14,7 @@ use wasmtime::Module;
 use wasmtime_wizer::{WasmtimeWizer, Wizer};
 
 use crate::cache::WASMTIME_VERSION;
-use crate::call::{Deadline, classify, limits, new_store, outcome};
+use crate::call::{classify, limits, new_store, outcome};
 use crate::engine::compatibility_digest;
 use crate::error::SandboxError;
 use crate::host::{CallState, Phase};
@@ -126,7 +126,6 @@ fn finish(
         state,
         sandbox.config.deadline_ms,
         sandbox.config.fuel,
-        Deadline::YieldEachTick,
     )?;
     futures::executor::block_on(handler.inner.pre.instantiate_async(&mut store)).map_err(|e| {
         if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
@@ -201,7 +200,6 @@ fn snapshot(sandbox: &SandboxInner, source: &str) -> Result<Vec<u8>, SandboxErro
         state,
         deadline_ms,
         None,
-        Deadline::Trap,
     )?;
     let instance = sandbox
         .publish_linker

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parley_sandbox::{
-    CapabilityFuture, CapabilityHost, Grants, NoCapabilities, Sandbox, SandboxConfig,
+    CallOutput, CapabilityFuture, CapabilityHost, Grants, Handler, NoCapabilities, Sandbox,
+    SandboxConfig, SandboxError,
 };
 use serde_json::{Value, json};
 
@@ -77,6 +78,17 @@ fn sandbox(pool_instances: u32, deadline_ms: u64) -> Sandbox {
     .expect("sandbox")
 }
 
+/// A call granted nothing, on a host with no capabilities.
+async fn plain(
+    sandbox: &Sandbox,
+    handler: &Handler,
+    input: &Value,
+) -> Result<CallOutput, SandboxError> {
+    sandbox
+        .call(handler, input, &Grants::none(), Arc::new(NoCapabilities))
+        .await
+}
+
 fn wait_grant() -> Grants {
     ["wait"].into_iter().collect()
 }
@@ -144,16 +156,7 @@ fn endless_handlers_end_at_their_deadline_while_a_single_thread_runtime_keeps_se
         let calls: Vec<_> = (0..4)
             .map(|_| {
                 let (sandbox, endless) = (sandbox.clone(), endless.clone());
-                tokio::spawn(async move {
-                    sandbox
-                        .call(
-                            &endless,
-                            &json!({}),
-                            &Grants::none(),
-                            Arc::new(NoCapabilities),
-                        )
-                        .await
-                })
+                tokio::spawn(async move { plain(&sandbox, &endless, &json!({})).await })
             })
             .collect();
         for call in calls {
@@ -167,13 +170,7 @@ fn endless_handlers_end_at_their_deadline_while_a_single_thread_runtime_keeps_se
             "the runtime's only thread stalled while handlers looped"
         );
         ticker.abort();
-        let out = sandbox
-            .call(
-                &echo,
-                &json!({ "ok": true }),
-                &Grants::none(),
-                Arc::new(NoCapabilities),
-            )
+        let out = plain(&sandbox, &echo, &json!({ "ok": true }))
             .await
             .expect("call after timeouts");
         assert_eq!(out.output, json!({ "ok": true }));
@@ -198,13 +195,7 @@ async fn an_async_call_waits_for_a_free_slot_up_to_its_deadline() {
         })
     };
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let second = sandbox
-        .call(
-            &handler,
-            &json!({}),
-            &Grants::none(),
-            Arc::new(NoCapabilities),
-        )
+    let second = plain(&sandbox, &handler, &json!({}))
         .await
         .expect("the second call waited for the slot");
     assert_eq!(second.output, json!({ "done": true }));
@@ -237,13 +228,7 @@ async fn an_async_call_waits_for_a_free_slot_up_to_its_deadline() {
         thread
     };
     let started = Instant::now();
-    let error = sandbox
-        .call(
-            &handler,
-            &json!({}),
-            &Grants::none(),
-            Arc::new(NoCapabilities),
-        )
+    let error = plain(&sandbox, &handler, &json!({}))
         .await
         .expect_err("no slot within the deadline");
     assert_eq!(error.code(), "overloaded", "{error}");

@@ -144,10 +144,10 @@ impl Encoding {
         let ct = ct.to_str().unwrap_or_default();
         let essence = ct.split(';').next().unwrap_or_default().trim();
         let is = |name: &str| essence.eq_ignore_ascii_case(name);
-        let suffix = essence.len().saturating_sub(5);
-        let json_suffix = suffix > 0
+        // `+json` after a non-empty type (`get` also refuses a cut inside a character).
+        let json_suffix = essence.len() > 5
             && essence
-                .get(suffix..)
+                .get(essence.len() - 5..)
                 .is_some_and(|s| s.eq_ignore_ascii_case("+json"));
         if is("application/cbor") {
             Ok(Encoding::Cbor)
