@@ -364,3 +364,65 @@ async fn the_rate_limit_answers_429_in_nlip_form() {
     assert!(statuses[2..].contains(&429), "{statuses:?}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.max_concurrent_requests = 1;
+    let app = TestApp::spawn(&settings).await;
+    let addr = app.url();
+    let host = addr
+        .trim_start_matches("http://")
+        .trim_end_matches("/nlip")
+        .to_owned();
+    // The first request takes the only permit and holds it: its body is only half sent.
+    let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
+    let mut slow = tokio::net::TcpStream::connect(&host)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /nlip HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.expect("write head");
+    slow.write_all(&body[..10]).await.expect("write part");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+
+    let second = tokio::spawn({
+        let url = addr.clone();
+        async move {
+            post_json(
+                &url,
+                &json!({"format": "text", "subformat": "english", "content": "help"}),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !second.is_finished(),
+        "the second request must wait for the permit"
+    );
+
+    slow.write_all(&body[10..]).await.expect("write rest");
+    let mut first = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !first.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = slow.read(&mut buf).await.expect("read");
+        assert!(n > 0, "connection closed before the reply");
+        first.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        first.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&first)
+    );
+    let (status, _) = tokio::time::timeout(std::time::Duration::from_secs(10), second)
+        .await
+        .expect("the second request is answered once the permit is free")
+        .expect("join");
+    assert_eq!(status, 200);
+    app.stop().await;
+}

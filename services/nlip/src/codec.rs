@@ -10,7 +10,7 @@ use ciborium::Value as Cbor;
 use serde_json::{Map, Value};
 
 use crate::message::{CONTROL, Content, Format, Message, Submessage};
-use crate::validate::{ValidationError, subformat_rule, validate};
+use crate::validate::{Part, ValidationError, subformat_rule, validate};
 
 /// Why bytes could not be turned into a message.
 #[derive(Debug, thiserror::Error)]
@@ -220,7 +220,8 @@ trait Node: Sized {
     fn text(&self) -> Option<&str>;
     fn boolean(&self) -> Option<bool>;
     fn items(&self) -> Option<&[Self]>;
-    fn content(&self, field: &str) -> Result<Content, ValidationError>;
+    /// `field` names the part in an error; it is only called when there is one.
+    fn content(&self, field: impl FnOnce() -> String) -> Result<Content, ValidationError>;
 }
 
 impl Node for Value {
@@ -247,7 +248,7 @@ impl Node for Value {
     fn items(&self) -> Option<&[Self]> {
         self.as_array().map(Vec::as_slice)
     }
-    fn content(&self, _field: &str) -> Result<Content, ValidationError> {
+    fn content(&self, _field: impl FnOnce() -> String) -> Result<Content, ValidationError> {
         Ok(Content::Json(self.clone()))
     }
 }
@@ -282,12 +283,12 @@ impl Node for Cbor {
     fn items(&self) -> Option<&[Self]> {
         self.as_array().map(Vec::as_slice)
     }
-    fn content(&self, field: &str) -> Result<Content, ValidationError> {
+    fn content(&self, field: impl FnOnce() -> String) -> Result<Content, ValidationError> {
         match self {
             Cbor::Bytes(b) => Ok(Content::Bytes(b.clone())),
             other => cbor_to_json(other, 0)
                 .map(Content::Json)
-                .map_err(|problem| ValidationError::new(field, problem)),
+                .map_err(|problem| ValidationError::new(field(), problem)),
         }
     }
 }
@@ -338,28 +339,23 @@ fn cbor_to_json(v: &Cbor, depth: usize) -> Result<Value, String> {
 
 /// The fields of one part, looked up case-insensitively.
 struct Fields<'a, N> {
-    prefix: String,
+    part: Part,
     entries: Vec<(&'a str, &'a N)>,
 }
 
 impl<'a, N: Node> Fields<'a, N> {
-    fn of(node: &'a N, prefix: String) -> Result<Self, ValidationError> {
-        let what = if prefix.is_empty() {
-            "message".to_owned()
-        } else {
-            prefix.trim_end_matches('.').to_owned()
-        };
+    fn of(node: &'a N, part: Part) -> Result<Self, ValidationError> {
         let entries = node.entries().ok_or_else(|| {
             ValidationError::new(
-                what,
+                part.describe(),
                 format!("must be an object with text keys, found {}", node.kind()),
             )
         })?;
-        Ok(Fields { prefix, entries })
+        Ok(Fields { part, entries })
     }
 
     fn path(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
+        self.part.field(name)
     }
 
     fn get(&self, name: &str) -> Result<Option<&'a N>, ValidationError> {
@@ -421,12 +417,12 @@ impl<'a, N: Node> Fields<'a, N> {
     }
 
     fn content(&self) -> Result<Content, ValidationError> {
-        self.required("content")?.content(&self.path("content"))
+        self.required("content")?.content(|| self.path("content"))
     }
 }
 
 fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
-    let f = Fields::of(node, String::new())?;
+    let f = Fields::of(node, Part::Message)?;
     let mut messagetype = f.opt_text("messagetype")?;
     // Pre-standard clients say `control: true` instead of `messagetype: control`.
     if let Some(control) = f.get("control")? {
@@ -457,7 +453,7 @@ fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
             items
                 .iter()
                 .enumerate()
-                .map(|(i, item)| decode_submessage(item, format!("submessages[{i}].")))
+                .map(|(i, item)| decode_submessage(item, Part::Sub(i)))
                 .collect::<Result<_, _>>()?
         }
     };
@@ -473,8 +469,8 @@ fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
     Ok(message)
 }
 
-fn decode_submessage<N: Node>(node: &N, prefix: String) -> Result<Submessage, ValidationError> {
-    let f = Fields::of(node, prefix)?;
+fn decode_submessage<N: Node>(node: &N, part: Part) -> Result<Submessage, ValidationError> {
+    let f = Fields::of(node, part)?;
     let format = f.format()?;
     Ok(Submessage {
         label: f.opt_text("label")?,
@@ -550,6 +546,23 @@ mod tests {
                 json!({"format": "text", "subformat": "english", "content": "x", "submessages": [{"format": "text"}]}),
                 "submessages[0].subformat",
                 "is required",
+            ),
+            (
+                json!({"format": "text", "subformat": "english", "content": "x", "submessages": [
+                    {"format": "token", "subformat": "conversation", "content": "c"}, "nope"]}),
+                "submessages[1]",
+                "must be an object",
+            ),
+            (
+                json!({"format": "text", "subformat": "english", "content": "x", "submessages": [
+                    {"format": "location", "subformat": "text", "content": 3}]}),
+                "submessages[0].content",
+                "location/text content must be a string",
+            ),
+            (
+                json!({"format": "text", "subformat": "english", "content": 5}),
+                "content",
+                "text content must be a string",
             ),
             (
                 json!({"format": "text", "subformat": "english", "content": "x", "control": "yes"}),

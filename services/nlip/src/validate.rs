@@ -58,19 +58,44 @@ pub fn validate(message: &Message) -> Result<(), ValidationError> {
             .allowed("\"control\", or any other non-empty string for a data message"));
     }
     check_part(
-        "",
+        Part::Message,
         message.format,
         &message.subformat,
         &message.content,
         message.label.as_deref(),
     )?;
     for (i, sub) in message.submessages.iter().enumerate() {
-        validate_submessage(&format!("submessages[{i}]."), sub)?;
+        validate_submessage(Part::Sub(i), sub)?;
     }
     Ok(())
 }
 
-fn validate_submessage(prefix: &str, sub: &Submessage) -> Result<(), ValidationError> {
+/// Which part of a message a field belongs to; error paths are only formatted on failure.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Part {
+    Message,
+    Sub(usize),
+}
+
+impl Part {
+    /// The path of one of the part's fields: `content`, `submessages[2].format`.
+    pub(crate) fn field(self, name: &str) -> String {
+        match self {
+            Part::Message => name.to_owned(),
+            Part::Sub(i) => format!("submessages[{i}].{name}"),
+        }
+    }
+
+    /// The part itself: `message`, `submessages[2]`.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Part::Message => "message".to_owned(),
+            Part::Sub(i) => format!("submessages[{i}]"),
+        }
+    }
+}
+
+fn validate_submessage(prefix: Part, sub: &Submessage) -> Result<(), ValidationError> {
     check_part(
         prefix,
         sub.format,
@@ -81,13 +106,13 @@ fn validate_submessage(prefix: &str, sub: &Submessage) -> Result<(), ValidationE
 }
 
 fn check_part(
-    prefix: &str,
+    prefix: Part,
     format: Format,
     subformat: &str,
     content: &Content,
     label: Option<&str>,
 ) -> Result<(), ValidationError> {
-    let field = |name: &str| format!("{prefix}{name}");
+    let field = |name: &str| prefix.field(name);
     let sub = subformat.trim();
     if sub.is_empty() {
         return Err(
@@ -118,7 +143,7 @@ fn check_part(
             {
                 return bad_subformat("is not a language name");
             }
-            require_string(&field("content"), content, "text")?;
+            require_string(|| field("content"), content, || "text".into())?;
         }
         Format::Token => {
             if sub.chars().any(char::is_whitespace) {
@@ -131,7 +156,11 @@ fn check_part(
             }
             let lower = sub.to_ascii_lowercase();
             if matches!(lower.as_str(), "uri" | "xml" | "html") {
-                require_string(&field("content"), content, &format!("structured/{lower}"))?;
+                require_string(
+                    || field("content"),
+                    content,
+                    || format!("structured/{lower}"),
+                )?;
             }
         }
         Format::Binary => {
@@ -163,7 +192,7 @@ fn check_part(
         Format::Location => {
             let lower = sub.to_ascii_lowercase();
             match lower.as_str() {
-                "text" => require_string(&field("content"), content, "location/text")?,
+                "text" => require_string(|| field("content"), content, || "location/text".into())?,
                 "gps" => check_gps(&field("content"), content)?,
                 _ => return bad_subformat("is not a location subformat"),
             }
@@ -173,12 +202,18 @@ fn check_part(
     Ok(())
 }
 
-fn require_string(field: &str, content: &Content, what: &str) -> Result<(), ValidationError> {
+/// The field name and the kind are only formatted when the check fails: this runs on
+/// every message.
+fn require_string(
+    field: impl FnOnce() -> String,
+    content: &Content,
+    what: impl FnOnce() -> String,
+) -> Result<(), ValidationError> {
     match content {
         Content::Json(Value::String(_)) => Ok(()),
         _ => Err(ValidationError::new(
-            field,
-            format!("{what} content must be a string"),
+            field(),
+            format!("{} content must be a string", what()),
         )),
     }
 }

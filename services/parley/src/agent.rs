@@ -49,10 +49,14 @@ impl Agent {
         format!("conversation_{}", self.agent_id)
     }
 
+    /// Whether `token` is a conversation token this agent minted (`conversation_<agent id>`,
+    /// any case); compared in place, as it runs for every token of every message.
     fn is_own_token(&self, token: &Submessage) -> bool {
-        token
-            .subformat
-            .eq_ignore_ascii_case(&self.conversation_subformat())
+        const PREFIX: &[u8] = b"conversation_";
+        let s = token.subformat.as_bytes();
+        s.len() == PREFIX.len() + self.agent_id.len()
+            && s[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
+            && s[PREFIX.len()..].eq_ignore_ascii_case(self.agent_id.as_bytes())
     }
 
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
@@ -69,7 +73,7 @@ impl Agent {
             return self.error_reply(request, None, e);
         }
         let result = match (&conversation, meta.is_empty()) {
-            (Some(cid), false) => self.meta(request, cid, &peer.to_string(), meta).await,
+            (Some(cid), false) => Box::pin(self.meta(request, cid, &peer.to_string(), meta)).await,
             _ if request.is_control() => self.control(request).await.map(|m| (m, StatusCode::OK)),
             _ => self
                 .data(request, conversation.as_deref(), peer)
@@ -241,15 +245,13 @@ impl Agent {
                     ));
                 }
             };
-            let output = self
-                .provider
-                .application(
-                    &hash,
-                    payload,
-                    &peer.ip().to_string(),
-                    tokio::runtime::Handle::current(),
-                )
-                .await?;
+            let output = Box::pin(self.provider.application(
+                &hash,
+                payload,
+                &peer.ip().to_string(),
+                tokio::runtime::Handle::current(),
+            ))
+            .await?;
             return Ok(Message::json(output));
         }
         let language = request.reply_language().to_owned();

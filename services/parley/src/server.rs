@@ -15,6 +15,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::FutureExt as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_nlip::Message;
 use serde::Deserialize;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub agent: Arc<Agent>,
     pub limits: Limits,
     limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+    /// `limits.max_concurrent_requests`: NLIP requests beyond it wait for a permit.
+    permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -40,10 +43,12 @@ impl AppState {
                 Quota::per_second(rate).allow_burst(burst),
             ))
         });
+        let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_requests));
         AppState {
             agent,
             limits,
             limiter,
+            permits,
         }
     }
 
@@ -69,24 +74,20 @@ impl AppState {
 }
 
 /// The NLIP listener's routes.
+///
+/// No router-wide layers: axum wraps every route in each one, boxed, and the NLIP POST
+/// route is the hot path. It enforces the concurrency limit and catches panics itself
+/// (`post_nlip`); the other routes get the panic guard as their own layer.
 pub fn app(state: AppState) -> Router {
+    let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
     Router::new()
         .route("/nlip", post(post_nlip).fallback(method_not_allowed))
         .route("/nlip/", post(post_nlip).fallback(method_not_allowed))
-        .route("/nlip/ws", get(ws_cbor))
-        .route("/nlip/ws/text", get(ws_text))
-        .route("/health", get(health))
-        .route("/metrics", get(metrics_text))
+        .route("/nlip/ws", get(ws_cbor).layer(guard()))
+        .route("/nlip/ws/text", get(ws_text).layer(guard()))
+        .route("/health", get(health).layer(guard()))
+        .route("/metrics", get(metrics_text).layer(guard()))
         .fallback(not_found)
-        // The body is read with our own limit so that the error is an NLIP message.
-        .layer(DefaultBodyLimit::disable())
-        // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            panic_response,
-        ))
-        .layer(tower::limit::ConcurrencyLimitLayer::new(
-            state.limits.max_concurrent_requests,
-        ))
         .with_state(state)
 }
 
@@ -199,6 +200,28 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
 async fn post_nlip(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: axum::extract::Request,
+) -> Response {
+    // Requests beyond the limit wait here, before their body is read.
+    let Ok(_permit) = state.permits.acquire().await else {
+        return error_response(
+            Encoding::Json,
+            ApiError::internal(anyhow::anyhow!("closed")),
+        );
+    };
+    // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
+    match std::panic::AssertUnwindSafe(answer_post(&state, peer, request))
+        .catch_unwind()
+        .await
+    {
+        Ok(response) => response,
+        Err(panic) => panic_response(panic),
+    }
+}
+
+async fn answer_post(
+    state: &AppState,
+    peer: SocketAddr,
     request: axum::extract::Request,
 ) -> Response {
     // Only the Content-Type is needed: look at the headers in place rather than cloning them.
