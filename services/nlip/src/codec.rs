@@ -35,8 +35,69 @@ impl DecodeError {
 
 /// Decodes a JSON message (any key capitalization) and validates it.
 pub fn from_json_slice(bytes: &[u8]) -> Result<Message, DecodeError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
-    Ok(from_json_value(&value)?)
+    let top: TopLevel = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
+    let entries = match &top {
+        TopLevel::Object(entries) => entries.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        TopLevel::Other(kind) => return Err(not_an_object(Part::Message, kind).into()),
+    };
+    Ok(decode_fields(Fields {
+        part: Part::Message,
+        entries,
+    })?)
+}
+
+/// The top level of a JSON document as [`from_json_slice`] reads it. A message's handful of
+/// keys is looked up case-insensitively by scanning, so its entries are kept in a `Vec`: a
+/// `Value` would build a map and hash every key into it first. Parts below the top level
+/// (content, submessages) are ordinary `Value`s. Like a CBOR map, and unlike a `Value`, a key
+/// that appears twice is refused rather than silently replaced by the later one.
+enum TopLevel {
+    Object(Vec<(String, Value)>),
+    /// Not an object; what it is instead, in [`Node::kind`]'s words.
+    Other(&'static str),
+}
+
+impl<'de> serde::Deserialize<'de> for TopLevel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct Top;
+        impl<'de> Visitor<'de> for Top {
+            type Value = TopLevel;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(entry) = map.next_entry::<String, Value>()? {
+                    entries.push(entry);
+                }
+                Ok(TopLevel::Object(entries))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(TopLevel::Other("an array"))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a boolean"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a number"))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a string"))
+            }
+            fn visit_unit<E>(self) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("null"))
+            }
+        }
+        d.deserialize_any(Top)
+    }
 }
 
 /// Builds a message from an already parsed JSON value and validates it.
@@ -345,12 +406,9 @@ struct Fields<'a, N> {
 
 impl<'a, N: Node> Fields<'a, N> {
     fn of(node: &'a N, part: Part) -> Result<Self, ValidationError> {
-        let entries = node.entries().ok_or_else(|| {
-            ValidationError::new(
-                part.describe(),
-                format!("must be an object with text keys, found {}", node.kind()),
-            )
-        })?;
+        let entries = node
+            .entries()
+            .ok_or_else(|| not_an_object(part, node.kind()))?;
         Ok(Fields { part, entries })
     }
 
@@ -421,8 +479,19 @@ impl<'a, N: Node> Fields<'a, N> {
     }
 }
 
+/// The error for a part that is not an object (map).
+fn not_an_object(part: Part, kind: &str) -> ValidationError {
+    ValidationError::new(
+        part.describe(),
+        format!("must be an object with text keys, found {kind}"),
+    )
+}
+
 fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
-    let f = Fields::of(node, Part::Message)?;
+    decode_fields(Fields::of(node, Part::Message)?)
+}
+
+fn decode_fields<N: Node>(f: Fields<'_, N>) -> Result<Message, ValidationError> {
     let mut messagetype = f.opt_text("messagetype")?;
     // Pre-standard clients say `control: true` instead of `messagetype: control`.
     if let Some(control) = f.get("control")? {
@@ -575,6 +644,40 @@ mod tests {
             assert_eq!(err.field, field, "{input}");
             assert!(err.problem.contains(problem), "{input}: {err}");
         }
+    }
+
+    #[test]
+    fn json_bytes_that_are_no_message_object_say_what_they_are() {
+        let cases: [(&[u8], &str, &str); 6] = [
+            (b"[1, {\"a\": 2}]", "message", "found an array"),
+            (b"\"text\"", "message", "found a string"),
+            (b"12.5", "message", "found a number"),
+            (b"null", "message", "found null"),
+            (
+                br#"{"format": "text", "subformat": "english", "content": "a", "content": "b"}"#,
+                "content",
+                "more than once",
+            ),
+            (
+                br#"{"format": "text", "subformat": "english", "content": "a", "submessages": [7]}"#,
+                "submessages[0]",
+                "found a number",
+            ),
+        ];
+        for (bytes, field, problem) in cases {
+            let text = String::from_utf8_lossy(bytes);
+            match from_json_slice(bytes) {
+                Err(DecodeError::Invalid(e)) => {
+                    assert_eq!(e.field, field, "{text}");
+                    assert!(e.problem.contains(problem), "{text}: {e}");
+                }
+                other => panic!("{text}: expected an invalid message, got {other:?}"),
+            }
+        }
+        assert!(matches!(
+            from_json_slice(b"{\"format\": "),
+            Err(DecodeError::Json(_))
+        ));
     }
 
     #[test]

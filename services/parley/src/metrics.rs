@@ -5,8 +5,8 @@
 //! `parley_handler_calls_total{outcome}`, `parley_protocol_cache_total{result}` and
 //! `parley_model_calls_total{purpose}` (requests to the language model).
 
-use std::collections::HashMap;
-use std::sync::{LazyLock, OnceLock, RwLock};
+use std::cell::RefCell;
+use std::sync::OnceLock;
 
 use metrics::{Counter, Label};
 
@@ -31,71 +31,82 @@ pub fn render() -> String {
     install().render()
 }
 
-/// A counter handle, registered once per name and label values. `metrics::counter!` looks
-/// the series up in the recorder's registry (hashing name and labels) on every use; the
-/// handler and text paths count on every request, so they keep the handles instead.
-fn counter(name: &'static str, labels: [(&'static str, &'static str); 2]) -> Counter {
-    type Key = (&'static str, [(&'static str, &'static str); 2]);
-    static HANDLES: LazyLock<RwLock<HashMap<Key, Counter>>> = LazyLock::new(Default::default);
-    let key = (name, labels);
-    if let Some(c) = HANDLES.read().ok().and_then(|m| m.get(&key).cloned()) {
-        return c;
+type Labels = [(&'static str, &'static str); 2];
+
+/// Runs `f` on the counter for `name` and `labels`. `metrics::counter!` looks the series up
+/// in the recorder's registry (hashing name and labels) on every use, and the text and
+/// handler paths count on every request; each thread keeps the handles it has used instead,
+/// so the hot path takes no lock and touches no shared cache line but the counter itself.
+fn with_counter(name: &'static str, labels: Labels, f: impl FnOnce(&Counter)) {
+    thread_local! {
+        static HANDLES: RefCell<Vec<(&'static str, Labels, Counter)>> =
+            const { RefCell::new(Vec::new()) };
     }
-    // Make sure our recorder is the one registering, so a cached handle is never a no-op.
-    install();
-    let labels: Vec<Label> = labels
-        .iter()
-        .filter(|(k, _)| !k.is_empty())
-        .map(|&(k, v)| Label::from_static_parts(k, v))
-        .collect();
-    let c = metrics::counter!(name, labels);
-    if let Ok(mut m) = HANDLES.write() {
-        m.insert(key, c.clone());
-    }
-    c
+    HANDLES.with(|handles| {
+        let mut handles = handles.borrow_mut();
+        if let Some((_, _, c)) = handles.iter().find(|(n, l, _)| *n == name && *l == labels) {
+            return f(c);
+        }
+        // Our recorder must be the one registering, so a kept handle is never a no-op.
+        install();
+        let list: Vec<Label> = labels
+            .iter()
+            .filter(|(k, _)| !k.is_empty())
+            .map(|&(k, v)| Label::from_static_parts(k, v))
+            .collect();
+        let c = metrics::counter!(name, list);
+        f(&c);
+        handles.push((name, labels, c));
+    });
 }
 
-/// One label; the second slot of the key stays empty.
-fn one(k: &'static str, v: &'static str) -> [(&'static str, &'static str); 2] {
+/// One label; the second slot stays empty.
+fn one(k: &'static str, v: &'static str) -> Labels {
     [(k, v), ("", "")]
 }
 
+fn count(name: &'static str, labels: Labels, n: u64) {
+    with_counter(name, labels, |c| c.increment(n));
+}
+
 pub fn negotiation_outcome(outcome: &'static str) {
-    counter("parley_negotiations_total", one("outcome", outcome)).increment(1);
+    count("parley_negotiations_total", one("outcome", outcome), 1);
 }
 
 pub fn negotiation_message(direction: &'static str) {
-    counter(
+    count(
         "parley_negotiation_messages_total",
         one("direction", direction),
-    )
-    .increment(1);
+        1,
+    );
 }
 
 pub fn reasoner_call(backend: &'static str, kind: &'static str) {
-    counter(
-        "parley_reasoner_calls_total",
-        [("backend", backend), ("kind", kind)],
-    )
-    .increment(1);
+    let labels = [("backend", backend), ("kind", kind)];
+    count("parley_reasoner_calls_total", labels, 1);
 }
 
 pub fn handler_call(outcome: &'static str) {
-    counter("parley_handler_calls_total", one("outcome", outcome)).increment(1);
+    count("parley_handler_calls_total", one("outcome", outcome), 1);
 }
 
 pub fn protocol_cache(result: &'static str) {
-    counter("parley_protocol_cache_total", one("result", result)).increment(1);
+    count("parley_protocol_cache_total", one("result", result), 1);
 }
 
 /// Chat-completion requests made for natural-language answers.
 pub fn model_calls(n: u32) {
     if n > 0 {
-        counter("parley_model_calls_total", one("purpose", "answer")).increment(u64::from(n));
+        count(
+            "parley_model_calls_total",
+            one("purpose", "answer"),
+            n.into(),
+        );
     }
 }
 
 /// Chat-completion requests the protocol reasoner has made so far (it keeps the count).
 pub fn protocol_model_calls(total: u64) {
-    counter("parley_model_calls_total", one("purpose", "negotiation")).absolute(total);
+    let labels = one("purpose", "negotiation");
+    with_counter("parley_model_calls_total", labels, |c| c.absolute(total));
 }
