@@ -37,7 +37,7 @@ impl DecodeError {
 pub fn from_json_slice(bytes: &[u8]) -> Result<Message, DecodeError> {
     let top: TopLevel = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
     let entries = match &top {
-        TopLevel::Object(entries) => entries.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        TopLevel::Object(entries) => entries.iter().map(|(k, v)| (k.0.as_ref(), v)).collect(),
         TopLevel::Other(kind) => return Err(not_an_object(Part::Message, kind).into()),
     };
     Ok(decode_fields(Fields {
@@ -51,48 +51,71 @@ pub fn from_json_slice(bytes: &[u8]) -> Result<Message, DecodeError> {
 /// `Value` would build a map and hash every key into it first. Parts below the top level
 /// (content, submessages) are ordinary `Value`s. Like a CBOR map, and unlike a `Value`, a key
 /// that appears twice is refused rather than silently replaced by the later one.
-enum TopLevel {
-    Object(Vec<(String, Value)>),
+enum TopLevel<'de> {
+    /// Keys borrow from the input where they need no unescaping.
+    Object(Vec<(Key<'de>, Value)>),
     /// Not an object; what it is instead, in [`Node::kind`]'s words.
     Other(&'static str),
 }
 
-impl<'de> serde::Deserialize<'de> for TopLevel {
+/// An object key, borrowed from the input bytes when it has no escapes.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(Visit)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
         struct Top;
         impl<'de> Visitor<'de> for Top {
-            type Value = TopLevel;
+            type Value = TopLevel<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel<'de>, A::Error> {
                 let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(entry) = map.next_entry::<String, Value>()? {
+                while let Some(entry) = map.next_entry::<Key<'de>, Value>()? {
                     entries.push(entry);
                 }
                 Ok(TopLevel::Object(entries))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel<'de>, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(TopLevel::Other("an array"))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<TopLevel, E> {
+            fn visit_bool<E>(self, _: bool) -> Result<TopLevel<'de>, E> {
                 Ok(TopLevel::Other("a boolean"))
             }
-            fn visit_i64<E>(self, _: i64) -> Result<TopLevel, E> {
+            fn visit_i64<E>(self, _: i64) -> Result<TopLevel<'de>, E> {
                 Ok(TopLevel::Other("a number"))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<TopLevel, E> {
+            fn visit_u64<E>(self, _: u64) -> Result<TopLevel<'de>, E> {
                 Ok(TopLevel::Other("a number"))
             }
-            fn visit_f64<E>(self, _: f64) -> Result<TopLevel, E> {
+            fn visit_f64<E>(self, _: f64) -> Result<TopLevel<'de>, E> {
                 Ok(TopLevel::Other("a number"))
             }
-            fn visit_str<E>(self, _: &str) -> Result<TopLevel, E> {
+            fn visit_str<E>(self, _: &str) -> Result<TopLevel<'de>, E> {
                 Ok(TopLevel::Other("a string"))
             }
-            fn visit_unit<E>(self) -> Result<TopLevel, E> {
+            fn visit_unit<E>(self) -> Result<TopLevel<'de>, E> {
                 Ok(TopLevel::Other("null"))
             }
         }
@@ -152,7 +175,10 @@ fn sub_to_json(sub: &Submessage) -> Value {
 /// Canonical JSON bytes: the same document as [`to_json_value`], written directly without
 /// building the intermediate value (this is on every reply's path).
 pub fn to_json_vec(message: &Message) -> Vec<u8> {
-    serde_json::to_vec(&Canonical(message)).expect("a message always serializes")
+    // serde_json starts at 128 bytes; most replies are a little longer.
+    let mut out = Vec::with_capacity(256);
+    serde_json::to_writer(&mut out, &Canonical(message)).expect("a message always serializes");
+    out
 }
 
 /// Serializes a message in canonical form (lowercase keys, absent fields omitted).
@@ -674,6 +700,11 @@ mod tests {
                 other => panic!("{text}: expected an invalid message, got {other:?}"),
             }
         }
+        // A key with escapes is unescaped before it is matched.
+        let escaped =
+            from_json_slice(br#"{"form\u0061t": "text", "SubFormat": "english", "content": "hi"}"#)
+                .expect("escaped keys decode");
+        assert_eq!(escaped.format, Format::Text);
         assert!(matches!(
             from_json_slice(b"{\"format\": "),
             Err(DecodeError::Json(_))
