@@ -372,16 +372,10 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
     let mut settings = test_settings(dir.path());
     settings.limits.max_concurrent_requests = 1;
     let app = TestApp::spawn(&settings).await;
-    let addr = app.url();
-    let host = addr
-        .trim_start_matches("http://")
-        .trim_end_matches("/nlip")
-        .to_owned();
+    let host = app.addr;
     // The first request takes the only permit and holds it: its body is only half sent.
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
-    let mut slow = tokio::net::TcpStream::connect(&host)
-        .await
-        .expect("connect");
+    let mut slow = tokio::net::TcpStream::connect(host).await.expect("connect");
     let head = format!(
         "POST /nlip HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
@@ -391,7 +385,7 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 
     let second = tokio::spawn({
-        let url = addr.clone();
+        let url = app.url();
         async move {
             post_json(
                 &url,

@@ -9,7 +9,6 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use metrics::{Counter, Label};
-
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
