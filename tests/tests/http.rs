@@ -420,3 +420,158 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
     assert_eq!(status, 200);
     app.stop().await;
 }
+
+/// Writes raw HTTP/1.1 `pieces` to the server, pausing between them so that each arrives as
+/// its own read, and returns the reply's head and body (the request asks for
+/// `connection: close`, so the reply ends with the connection).
+async fn raw_exchange(addr: std::net::SocketAddr, pieces: &[&[u8]]) -> (String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    for piece in pieces {
+        stream.write_all(piece).await.expect("write");
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    }
+    let mut reply = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_to_end(&mut reply),
+    )
+    .await
+    .expect("the reply arrives")
+    .expect("read");
+    let split = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8_lossy(&reply[..split]).into_owned();
+    (head, reply[split + 4..].to_vec())
+}
+
+/// The body of a chunked reply, de-chunked.
+fn dechunk(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    loop {
+        let line_end = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).expect("hex"), 16)
+            .expect("chunk size");
+        rest = &rest[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&rest[..size]);
+        rest = &rest[size + 2..];
+    }
+}
+
+/// A reply body as sent: with a content-length, or chunked.
+fn reply_body(head: &str, body: Vec<u8>) -> Vec<u8> {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(&body)
+    } else {
+        body
+    }
+}
+
+#[tokio::test]
+async fn a_body_sent_in_chunks_is_read_whole_and_still_limited() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.max_message_bytes = 4096;
+    let app = TestApp::spawn(&settings).await;
+    let head = "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\n\
+                transfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+    // One message in three chunks, each written separately.
+    let (status, body) = raw_exchange(
+        app.addr,
+        &[
+            head.as_bytes(),
+            b"10\r\n{\"format\":\"text\"\r\n",
+            b"16\r\n,\"subformat\":\"english\"\r\n",
+            b"12\r\n,\"content\":\"help\"}\r\n0\r\n\r\n",
+        ],
+    )
+    .await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let reply: Value = serde_json::from_slice(&reply_body(&status, body)).expect("JSON reply");
+    assert!(
+        reply["content"]
+            .as_str()
+            .is_some_and(|t| t.contains("getProductInfo")),
+        "{reply}"
+    );
+
+    // Chunks that add up to more than the limit, with no content-length to refuse up front.
+    let chunk = format!("800\r\n{}\r\n", "x".repeat(0x800));
+    let (status, body) = raw_exchange(
+        app.addr,
+        &[
+            head.as_bytes(),
+            chunk.as_bytes(),
+            chunk.as_bytes(),
+            chunk.as_bytes(),
+        ],
+    )
+    .await;
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    let reply: Value = serde_json::from_slice(&reply_body(&status, body)).expect("JSON error");
+    assert_eq!(error_code(&reply), "message_too_large");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let addr = app.addr;
+    let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
+    let mut in_flight = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "POST /nlip HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    in_flight
+        .write_all(head.as_bytes())
+        .await
+        .expect("write head");
+    in_flight.write_all(&body[..10]).await.expect("write part");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+
+    let stopping = tokio::spawn(app.stop());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !stopping.is_finished(),
+        "the server waits for the request in flight"
+    );
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "a stopping server accepts no new connection"
+    );
+
+    in_flight.write_all(&body[10..]).await.expect("write rest");
+    let mut reply = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        in_flight.read_to_end(&mut reply),
+    )
+    .await
+    .expect("the reply arrives and the connection closes")
+    .expect("read");
+    assert!(
+        reply.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(10), stopping)
+        .await
+        .expect("the server stops once the request is answered")
+        .expect("join");
+}

@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::FutureExt as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use parley_nlip::Message;
 use serde::Deserialize;
 use tokio::net::TcpListener;
@@ -73,11 +74,12 @@ impl AppState {
     }
 }
 
-/// The NLIP listener's routes.
+/// The NLIP listener's routes, as an axum router.
 ///
-/// No router-wide layers: axum wraps every route in each one, boxed, and the NLIP POST
-/// route is the hot path. It enforces the concurrency limit and catches panics itself
-/// (`post_nlip`); the other routes get the panic guard as their own layer.
+/// [`serve`] answers `POST /nlip` itself, straight from hyper (see [`NlipService`]), and hands
+/// every other request to this router; the router's own `POST /nlip` route runs the same code
+/// for callers that embed the router (tests drive it with `oneshot`). No router-wide layers:
+/// axum wraps every route in each one; the other routes get the panic guard as their own layer.
 pub fn app(state: AppState) -> Router {
     let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
     Router::new()
@@ -112,11 +114,7 @@ pub async fn serve(
     let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let main = axum::serve(
-        listener,
-        app(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(wait(rx.clone()));
+    let main = serve_nlip(state.clone(), listener, wait(rx.clone()));
     let uploads = axum::serve(
         upload_listener,
         upload_app(state).into_make_service_with_connect_info::<SocketAddr>(),
@@ -127,8 +125,118 @@ pub async fn serve(
         tracing::info!("shutting down: draining in-flight requests");
         let _ = tx.send(true);
     };
-    let (a, b, ()) = tokio::join!(async { main.await }, async { uploads.await }, trigger);
+    let (a, b, ()) = tokio::join!(main, async { uploads.await }, trigger);
     a.and(b)
+}
+
+/// The NLIP listener: one hyper connection (HTTP/1.1 or HTTP/2, with upgrades for WebSocket)
+/// per accepted socket, each served by an [`NlipService`] that knows its peer's address.
+/// After `stop`, it accepts no more connections, asks each open one to finish its in-flight
+/// request and close, and returns once all have.
+async fn serve_nlip(
+    state: AppState,
+    listener: TcpListener,
+    stop: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let shared = Arc::new(Shared {
+        router: app(state.clone()),
+        state,
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // RFC 8441 extended CONNECT: WebSocket over HTTP/2.
+    builder.http2().enable_connect_protocol();
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        let service = NlipService {
+            shared: shared.clone(),
+            peer,
+        };
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::trace!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// An accept error: a connection that died before it was accepted is skipped; anything else
+/// (out of file descriptors, say) is logged and retried after a pause, as axum does.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accepting a connection failed; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// What every connection of the NLIP listener shares.
+#[derive(Debug)]
+struct Shared {
+    state: AppState,
+    router: Router,
+}
+
+/// The hyper service of one NLIP connection. `POST /nlip` (the hot path: every NLIP message
+/// over HTTP) is answered here directly, with the peer address the connection was accepted
+/// with, a body read without boxing and a reply body that is not boxed either; axum's routing,
+/// extension map and extractors would roughly double the per-request work of a small message.
+/// Everything else goes to the [`app`] router, with the peer address as [`ConnectInfo`].
+#[derive(Debug, Clone)]
+struct NlipService {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+}
+
+type NlipBody = http_body_util::Either<http_body_util::Full<Bytes>, Body>;
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipService {
+    type Response = Response<NlipBody>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Response<NlipBody>, std::convert::Infallible>> + Send>,
+    >;
+
+    fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let shared = self.shared.clone();
+        let peer = self.peer;
+        if request.method() == axum::http::Method::POST
+            && matches!(request.uri().path(), "/nlip" | "/nlip/")
+        {
+            return Box::pin(async move {
+                let response = nlip_post(&shared.state, peer, request).await;
+                Ok(response.map(http_body_util::Either::Left))
+            });
+        }
+        let mut request = request;
+        request.extensions_mut().insert(ConnectInfo(peer));
+        Box::pin(async move {
+            use tower::ServiceExt as _;
+            let response = shared.router.clone().oneshot(request).await?;
+            Ok(response.map(http_body_util::Either::Right))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +250,10 @@ impl Encoding {
         let Some(ct) = headers.get(header::CONTENT_TYPE) else {
             return Ok(Encoding::Json);
         };
+        // What nearly every client sends, compared as bytes before any parsing.
+        if ct.as_bytes() == b"application/json" {
+            return Ok(Encoding::Json);
+        }
         let ct = ct.to_str().unwrap_or_default();
         let essence = ct.split(';').next().unwrap_or_default().trim();
         let is = |name: &str| essence.eq_ignore_ascii_case(name);
@@ -166,60 +278,116 @@ impl Encoding {
         })
     }
 
-    fn respond(self, status: StatusCode, message: &Message) -> Response {
+    /// The reply as an HTTP response, encoded the way the request came.
+    fn respond(
+        self,
+        status: StatusCode,
+        message: &Message,
+    ) -> Response<http_body_util::Full<Bytes>> {
         let (body, ct) = match self {
             Encoding::Json => (parley_nlip::to_json_vec(message), "application/json"),
             Encoding::Cbor => (parley_nlip::to_cbor_vec(message), "application/cbor"),
         };
-        (
-            status,
-            [(header::CONTENT_TYPE, HeaderValue::from_static(ct))],
-            body,
-        )
-            .into_response()
+        let mut response = Response::new(http_body_util::Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        response
     }
 }
 
-fn error_response(encoding: Encoding, error: ApiError) -> Response {
+fn error_response(encoding: Encoding, error: ApiError) -> Response<http_body_util::Full<Bytes>> {
     encoding.respond(error.status(), &bare_error(&error))
 }
 
-/// Reads a body up to `limit` bytes; a longer one is a 413 in NLIP form.
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            ApiError::TooLarge { limit }
-        } else {
+/// Reads a body of at most `limit` bytes; a longer one is a 413 in NLIP form. A body that
+/// declares a larger length is refused before any of it is read. A small message arrives in
+/// one frame, which is kept as it came; only a body in several frames is copied together.
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    use http_body_util::BodyExt as _;
+    let too_large = || ApiError::TooLarge { limit };
+    if body.size_hint().lower() > limit as u64 {
+        return Err(too_large());
+    }
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<Vec<u8>> = None;
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
             ApiError::MalformedJson(format!("could not read the request body: {e}"))
+        })?;
+        // Trailers carry nothing an NLIP message needs.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        len += data.len();
+        if len > limit {
+            return Err(too_large());
         }
+        match (&mut joined, first.take()) {
+            (Some(all), _) => all.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(earlier)) => {
+                let mut all = Vec::with_capacity(len);
+                all.extend_from_slice(&earlier);
+                all.extend_from_slice(&data);
+                joined = Some(all);
+            }
+        }
+    }
+    Ok(match joined {
+        Some(all) => Bytes::from(all),
+        None => first.unwrap_or_default(),
     })
 }
 
+/// `POST /nlip` through the axum router (the same work as the direct path of [`serve`]).
 async fn post_nlip(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: axum::extract::Request,
 ) -> Response {
+    nlip_post(&state, peer, request).await.into_response()
+}
+
+/// One NLIP message over HTTP: the concurrency permit, the panic guard, then the exchange.
+async fn nlip_post<B>(
+    state: &AppState,
+    peer: SocketAddr,
+    request: axum::http::Request<B>,
+) -> Response<http_body_util::Full<Bytes>>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
     // Requests beyond the limit wait here, before their body is read. (`acquire` only fails
     // on a closed semaphore, and nothing closes this one.)
     let _permit = state.permits.acquire().await.ok();
     // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
-    match std::panic::AssertUnwindSafe(answer_post(&state, peer, request))
+    match std::panic::AssertUnwindSafe(answer_post(state, peer, request))
         .catch_unwind()
         .await
     {
         Ok(response) => response,
-        Err(panic) => panic_response(panic),
+        Err(_) => error_response(Encoding::Json, panicked()),
     }
 }
 
-async fn answer_post(
+async fn answer_post<B>(
     state: &AppState,
     peer: SocketAddr,
-    request: axum::extract::Request,
-) -> Response {
+    request: axum::http::Request<B>,
+) -> Response<http_body_util::Full<Bytes>>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
     // Only the Content-Type is needed: look at the headers in place rather than cloning them.
     let (parts, body) = request.into_parts();
     let encoding = match Encoding::of(&parts.headers) {
@@ -262,11 +430,12 @@ async fn health(State(state): State<AppState>) -> Response {
     }
 }
 
+fn panicked() -> ApiError {
+    ApiError::internal(anyhow::anyhow!("a request handler panicked"))
+}
+
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    error_response(
-        Encoding::Json,
-        ApiError::internal(anyhow::anyhow!("a request handler panicked")),
-    )
+    error_response(Encoding::Json, panicked()).into_response()
 }
 
 async fn metrics_text(State(state): State<AppState>) -> Response {
@@ -279,11 +448,11 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 }
 
 async fn not_found() -> Response {
-    error_response(Encoding::Json, ApiError::NotFound)
+    error_response(Encoding::Json, ApiError::NotFound).into_response()
 }
 
 async fn method_not_allowed() -> Response {
-    error_response(Encoding::Json, ApiError::MethodNotAllowed)
+    error_response(Encoding::Json, ApiError::MethodNotAllowed).into_response()
 }
 
 // --- WebSocket (ECMA-432) ------------------------------------------------------------------
@@ -426,11 +595,11 @@ async fn post_upload(
     body: Body,
 ) -> Response {
     if let Err(e) = state.check_rate(peer) {
-        return error_response(Encoding::Json, e);
+        return error_response(Encoding::Json, e).into_response();
     }
     let bytes = match read_body(body, state.limits.max_upload_bytes).await {
         Ok(b) => b,
-        Err(e) => return error_response(Encoding::Json, e),
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
     };
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -444,9 +613,11 @@ async fn post_upload(
     {
         Ok(meta) => {
             let uri = format!("{}/uploads/{}", state.agent.upload_base, meta.id);
-            Encoding::Json.respond(StatusCode::CREATED, &upload_reply(&uri, &meta))
+            Encoding::Json
+                .respond(StatusCode::CREATED, &upload_reply(&uri, &meta))
+                .into_response()
         }
-        Err(e) => error_response(Encoding::Json, e.into()),
+        Err(e) => error_response(Encoding::Json, e.into()).into_response(),
     }
 }
 
@@ -457,8 +628,8 @@ async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Re
                 .unwrap_or(HeaderValue::from_static("application/octet-stream"));
             (StatusCode::OK, [(header::CONTENT_TYPE, ct)], upload.bytes).into_response()
         }
-        Ok(None) => error_response(Encoding::Json, ApiError::UnknownUpload(id)),
-        Err(e) => error_response(Encoding::Json, e.into()),
+        Ok(None) => error_response(Encoding::Json, ApiError::UnknownUpload(id)).into_response(),
+        Err(e) => error_response(Encoding::Json, e.into()).into_response(),
     }
 }
 
