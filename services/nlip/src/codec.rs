@@ -4,6 +4,16 @@
 //! `control: true`, unknown keys ignored) and strict where meaning is at stake (missing
 //! or ill-typed required fields, duplicate keys that differ only in case). Encoding is
 //! canonical: lowercase keys, absent fields omitted, submessages omitted when empty.
+//!
+//! Two decoders share one set of checks. JSON bytes, on every request's path, are read in
+//! a single pass by the serde visitors of the private `json` module; parsed JSON values
+//! and CBOR items go through the `Node` trait. Both classify each key of a part once into
+//! a `Found`, whose checks then run in a fixed order, so that the same document gets the
+//! same message or the same first error from either. `json` also writes JSON directly.
+
+mod json;
+
+use std::borrow::Cow;
 
 use base64::Engine as _;
 use ciborium::Value as Cbor;
@@ -33,94 +43,10 @@ impl DecodeError {
     }
 }
 
-/// Decodes a JSON message (any key capitalization) and validates it.
+/// Decodes a JSON message (any key capitalization) and validates it. Malformed JSON
+/// anywhere in the document is [`DecodeError::Json`], whatever else is wrong with it.
 pub fn from_json_slice(bytes: &[u8]) -> Result<Message, DecodeError> {
-    let top: TopLevel = serde_json::from_slice(bytes).map_err(DecodeError::Json)?;
-    let entries = match &top {
-        TopLevel::Object(entries) => entries.iter().map(|(k, v)| (k.0.as_ref(), v)).collect(),
-        TopLevel::Other(kind) => return Err(not_an_object(Part::Message, kind).into()),
-    };
-    Ok(decode_fields(Fields {
-        part: Part::Message,
-        entries,
-    })?)
-}
-
-/// The top level of a JSON document as [`from_json_slice`] reads it. A message's handful of
-/// keys is looked up case-insensitively by scanning, so its entries are kept in a `Vec`: a
-/// `Value` would build a map and hash every key into it first. Parts below the top level
-/// (content, submessages) are ordinary `Value`s. Like a CBOR map, and unlike a `Value`, a key
-/// that appears twice is refused rather than silently replaced by the later one.
-enum TopLevel<'de> {
-    /// Keys borrow from the input where they need no unescaping.
-    Object(Vec<(Key<'de>, Value)>),
-    /// Not an object; what it is instead, in [`Node::kind`]'s words.
-    Other(&'static str),
-}
-
-/// An object key, borrowed from the input bytes when it has no escapes.
-struct Key<'de>(std::borrow::Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(Visit)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for TopLevel<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
-        struct Top;
-        impl<'de> Visitor<'de> for Top {
-            type Value = TopLevel<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel<'de>, A::Error> {
-                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
-                while let Some(entry) = map.next_entry::<Key<'de>, Value>()? {
-                    entries.push(entry);
-                }
-                Ok(TopLevel::Object(entries))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TopLevel<'de>, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(TopLevel::Other("an array"))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<TopLevel<'de>, E> {
-                Ok(TopLevel::Other("a boolean"))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<TopLevel<'de>, E> {
-                Ok(TopLevel::Other("a number"))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<TopLevel<'de>, E> {
-                Ok(TopLevel::Other("a number"))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<TopLevel<'de>, E> {
-                Ok(TopLevel::Other("a number"))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<TopLevel<'de>, E> {
-                Ok(TopLevel::Other("a string"))
-            }
-            fn visit_unit<E>(self) -> Result<TopLevel<'de>, E> {
-                Ok(TopLevel::Other("null"))
-            }
-        }
-        d.deserialize_any(Top)
-    }
+    json::read_message(bytes)
 }
 
 /// Builds a message from an already parsed JSON value and validates it.
@@ -172,66 +98,14 @@ fn sub_to_json(sub: &Submessage) -> Value {
     Value::Object(map)
 }
 
-/// Canonical JSON bytes: the same document as [`to_json_value`], written directly without
-/// building the intermediate value (this is on every reply's path).
+/// Canonical JSON bytes: the same document as [`to_json_value`], byte for byte what
+/// `serde_json::to_vec` makes of it, written directly without building the intermediate
+/// value (this is on every reply's path).
 pub fn to_json_vec(message: &Message) -> Vec<u8> {
     // serde_json starts at 128 bytes; most replies are a little longer.
     let mut out = Vec::with_capacity(256);
-    serde_json::to_writer(&mut out, &Canonical(message)).expect("a message always serializes");
+    json::write_message(&mut out, message);
     out
-}
-
-/// Serializes a message in canonical form (lowercase keys, absent fields omitted).
-struct Canonical<'a>(&'a Message);
-struct CanonicalSub<'a>(&'a Submessage);
-struct CanonicalContent<'a>(&'a Content);
-
-impl serde::Serialize for CanonicalContent<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Content::Json(v) => v.serialize(s),
-            Content::Bytes(b) => {
-                s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
-            }
-        }
-    }
-}
-
-impl serde::Serialize for CanonicalSub<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let sub = self.0;
-        let mut map = s.serialize_map(None)?;
-        if let Some(label) = &sub.label {
-            map.serialize_entry("label", label)?;
-        }
-        map.serialize_entry("format", sub.format.as_str())?;
-        map.serialize_entry("subformat", &sub.subformat)?;
-        map.serialize_entry("content", &CanonicalContent(&sub.content))?;
-        map.end()
-    }
-}
-
-impl serde::Serialize for Canonical<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let m = self.0;
-        let mut map = s.serialize_map(None)?;
-        if let Some(t) = &m.messagetype {
-            map.serialize_entry("messagetype", t)?;
-        }
-        map.serialize_entry("format", m.format.as_str())?;
-        map.serialize_entry("subformat", &m.subformat)?;
-        map.serialize_entry("content", &CanonicalContent(&m.content))?;
-        if let Some(label) = &m.label {
-            map.serialize_entry("label", label)?;
-        }
-        if !m.submessages.is_empty() {
-            let subs: Vec<CanonicalSub<'_>> = m.submessages.iter().map(CanonicalSub).collect();
-            map.serialize_entry("submessages", &subs)?;
-        }
-        map.end()
-    }
 }
 
 /// Canonical CBOR bytes; binary content becomes a CBOR byte string (ECMA-432 §9).
@@ -424,85 +298,307 @@ fn cbor_to_json(v: &Cbor, depth: usize) -> Result<Value, String> {
     })
 }
 
-/// The fields of one part, looked up case-insensitively.
-struct Fields<'a, N> {
-    part: Part,
-    entries: Vec<(&'a str, &'a N)>,
+fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
+    Found::in_node(node, Part::Message)?.into_message()
 }
 
-impl<'a, N: Node> Fields<'a, N> {
-    fn of(node: &'a N, part: Part) -> Result<Self, ValidationError> {
+fn decode_submessage<N: Node>(node: &N, part: Part) -> Result<Submessage, ValidationError> {
+    Found::in_node(node, part)?.into_submessage()
+}
+
+/// A field of a message or of a submessage, as both decoders recognize keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    MessageType,
+    Control,
+    Format,
+    Subformat,
+    Content,
+    Label,
+    Submessages,
+}
+
+impl Field {
+    const ALL: [Field; 7] = [
+        Field::MessageType,
+        Field::Control,
+        Field::Format,
+        Field::Subformat,
+        Field::Content,
+        Field::Label,
+        Field::Submessages,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Field::MessageType => "messagetype",
+            Field::Control => "control",
+            Field::Format => "format",
+            Field::Subformat => "subformat",
+            Field::Content => "content",
+            Field::Label => "label",
+            Field::Submessages => "submessages",
+        }
+    }
+
+    /// The field a key names in `part`, in any capitalization; `None` for an unknown key.
+    /// A submessage has no message type, control flag or submessages of its own: those
+    /// keys are unknown there, and ignored like any other.
+    fn of(key: &str, part: Part) -> Option<Field> {
+        // Every key of every message comes through here, so the names are told apart by
+        // length first: one or two comparisons per key instead of up to seven.
+        let candidates: &[Field] = match (key.len(), part) {
+            (5, _) => &[Field::Label],
+            (6, _) => &[Field::Format],
+            // Content first: every message has it, the legacy control flag is rare.
+            (7, Part::Message) => &[Field::Content, Field::Control],
+            (7, Part::Sub(_)) => &[Field::Content],
+            (9, _) => &[Field::Subformat],
+            (11, Part::Message) => &[Field::MessageType, Field::Submessages],
+            _ => &[],
+        };
+        candidates.iter().copied().find(|f| f.is_named(key))
+    }
+
+    /// `key` is the field's name in any capitalization. A name is lowercase ASCII letters
+    /// only, so a key's byte matches when it equals the name's once its lowercase bit (0x20)
+    /// is set: `eq_ignore_ascii_case`, in fewer instructions.
+    fn is_named(self, key: &str) -> bool {
+        let name = self.name();
+        name.len() == key.len() && name.bytes().zip(key.bytes()).all(|(n, k)| (k | 0x20) == n)
+    }
+}
+
+/// A field that should hold a string: the string, or what was found instead (in
+/// [`Node::kind`]'s words), for the error message.
+type Text<'a> = Result<Cow<'a, str>, &'static str>;
+
+/// What a part's key-by-key pass found under one field.
+///
+/// `get`, `required` and the `*_field` checks below are `inline(always)`: as calls, moving
+/// their large `Result`s in and out cost almost a tenth of decoding a small message.
+enum Slot<T> {
+    Absent,
+    Once(T),
+    /// The key appeared more than once, in any capitalization.
+    Repeated,
+}
+
+impl<T> Slot<T> {
+    fn put(&mut self, value: T) {
+        *self = match self {
+            Slot::Absent => Slot::Once(value),
+            Slot::Once(_) | Slot::Repeated => Slot::Repeated,
+        };
+    }
+
+    #[inline(always)]
+    fn get(self, part: Part, field: Field) -> Result<Option<T>, ValidationError> {
+        match self {
+            Slot::Absent => Ok(None),
+            Slot::Once(value) => Ok(Some(value)),
+            Slot::Repeated => Err(ValidationError::new(
+                part.field(field.name()),
+                "appears more than once (keys are case-insensitive)",
+            )),
+        }
+    }
+
+    /// Back to absent if the key appeared once (for the JSON reader's submessages).
+    fn forget(&mut self) {
+        if let Slot::Once(_) = self {
+            *self = Slot::Absent;
+        }
+    }
+
+    #[inline(always)]
+    fn required(self, part: Part, field: Field) -> Result<T, ValidationError> {
+        self.get(part, field)?
+            .ok_or_else(|| ValidationError::new(part.field(field.name()), "is required"))
+    }
+}
+
+/// The fields of one part (the message, or one submessage), as a single pass over its keys
+/// found them: each key is classified once, and a value of the wrong type is recorded as the
+/// kind it is rather than refused on the spot. The checks then run in one fixed order, in
+/// [`Found::into_message`] and [`Found::into_submessage`], so that a part with several
+/// problems reports the same one whatever order its keys come in and whichever decoder read
+/// it ([`Found::in_node`] for parsed JSON values and CBOR items, the JSON reader in
+/// [`json`] straight from the bytes).
+struct Found<'a> {
+    part: Part,
+    messagetype: Slot<Text<'a>>,
+    control: Slot<Result<bool, &'static str>>,
+    format: Slot<Text<'a>>,
+    subformat: Slot<Text<'a>>,
+    /// Only CBOR content can fail to convert.
+    content: Slot<Result<Content, ValidationError>>,
+    label: Slot<Text<'a>>,
+    /// Decoded when found; a submessage's problems come after all of the message's own.
+    submessages: Slot<Result<Vec<Submessage>, ValidationError>>,
+}
+
+impl<'a> Found<'a> {
+    fn new(part: Part) -> Self {
+        Found {
+            part,
+            messagetype: Slot::Absent,
+            control: Slot::Absent,
+            format: Slot::Absent,
+            subformat: Slot::Absent,
+            content: Slot::Absent,
+            label: Slot::Absent,
+            submessages: Slot::Absent,
+        }
+    }
+
+    fn forget(&mut self, field: Field) {
+        match field {
+            Field::MessageType => self.messagetype.forget(),
+            Field::Control => self.control.forget(),
+            Field::Format => self.format.forget(),
+            Field::Subformat => self.subformat.forget(),
+            Field::Content => self.content.forget(),
+            Field::Label => self.label.forget(),
+            Field::Submessages => self.submessages.forget(),
+        }
+    }
+
+    /// The pass over a parsed JSON value or CBOR item. Content and submessages are converted
+    /// as they are found; their errors wait for their turn like any other.
+    fn in_node<N: Node>(node: &'a N, part: Part) -> Result<Self, ValidationError> {
         let entries = node
             .entries()
             .ok_or_else(|| not_an_object(part, node.kind()))?;
-        Ok(Fields { part, entries })
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.part.field(name)
-    }
-
-    fn get(&self, name: &str) -> Result<Option<&'a N>, ValidationError> {
-        let mut found = None;
-        for (k, v) in &self.entries {
-            if k.eq_ignore_ascii_case(name) {
-                if found.is_some() {
-                    return Err(ValidationError::new(
-                        self.path(name),
-                        "appears more than once (keys are case-insensitive)",
-                    ));
-                }
-                found = Some(*v);
+        let mut found = Found::new(part);
+        for (key, value) in entries {
+            let Some(field) = Field::of(key, part) else {
+                continue;
+            };
+            let text = || value.text().map(Cow::Borrowed).ok_or_else(|| value.kind());
+            match field {
+                Field::MessageType => found.messagetype.put(text()),
+                Field::Control => found
+                    .control
+                    .put(value.boolean().ok_or_else(|| value.kind())),
+                Field::Format => found.format.put(text()),
+                Field::Subformat => found.subformat.put(text()),
+                Field::Content => found.content.put(value.content(|| part.field("content"))),
+                Field::Label => found.label.put(text()),
+                Field::Submessages => found.submessages.put(match value.items() {
+                    None => Err(not_an_array(part, Field::Submessages, value.kind())),
+                    Some(items) => items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, item)| decode_submessage(item, Part::Sub(i)))
+                        .collect(),
+                }),
             }
         }
         Ok(found)
     }
 
-    fn required(&self, name: &str) -> Result<&'a N, ValidationError> {
-        self.get(name)?
-            .ok_or_else(|| ValidationError::new(self.path(name), "is required"))
-    }
-
-    fn opt_text(&self, name: &str) -> Result<Option<String>, ValidationError> {
-        match self.get(name)? {
-            None => Ok(None),
-            Some(v) => v.text().map(|s| Some(s.to_owned())).ok_or_else(|| {
-                ValidationError::new(
-                    self.path(name),
-                    format!("must be a string, found {}", v.kind()),
-                )
-            }),
+    /// Checks the fields in order and builds the message, which must then pass [`validate`].
+    fn into_message(self) -> Result<Message, ValidationError> {
+        let part = self.part;
+        let mut messagetype = text_field(self.messagetype, part, Field::MessageType)?;
+        // Pre-standard clients say `control: true` instead of `messagetype: control`.
+        match self.control.get(part, Field::Control)? {
+            None | Some(Ok(false)) => {}
+            Some(Ok(true)) => messagetype = Some(CONTROL.to_owned()),
+            Some(Err(kind)) => {
+                return Err(ValidationError::new(
+                    part.field("control"),
+                    format!("must be a boolean, found {kind}"),
+                ));
+            }
         }
+        let format = format_field(self.format, part)?;
+        let subformat = subformat_field(self.subformat, part, format)?;
+        let content = self.content.required(part, Field::Content)??;
+        let label = text_field(self.label, part, Field::Label)?;
+        let submessages = self
+            .submessages
+            .get(part, Field::Submessages)?
+            .transpose()?
+            .unwrap_or_default();
+        let message = Message {
+            messagetype,
+            format,
+            subformat,
+            content,
+            label,
+            submessages,
+        };
+        validate(&message)?;
+        Ok(message)
     }
 
-    fn format(&self) -> Result<Format, ValidationError> {
-        let v = self.required("format")?;
-        let s = v.text().ok_or_else(|| {
-            ValidationError::new(
-                self.path("format"),
-                format!("must be a string, found {}", v.kind()),
-            )
-        })?;
-        Format::parse(s).ok_or_else(|| {
-            ValidationError::new(self.path("format"), format!("{s:?} is not an NLIP format"))
-                .allowed("text, token, structured, binary, location, generic")
+    /// Checks a submessage's fields in order; [`validate`] checks it with its message.
+    fn into_submessage(self) -> Result<Submessage, ValidationError> {
+        let part = self.part;
+        let format = format_field(self.format, part)?;
+        let label = text_field(self.label, part, Field::Label)?;
+        let subformat = subformat_field(self.subformat, part, format)?;
+        let content = self.content.required(part, Field::Content)??;
+        Ok(Submessage {
+            label,
+            format,
+            subformat,
+            content,
         })
     }
+}
 
-    fn subformat(&self, format: Format) -> Result<String, ValidationError> {
-        let v = self.required("subformat")?;
-        v.text().map(str::to_owned).ok_or_else(|| {
-            ValidationError::new(
-                self.path("subformat"),
-                format!("must be a string, found {}", v.kind()),
-            )
-            .allowed(subformat_rule(format))
-        })
+/// An optional string field.
+#[inline(always)]
+fn text_field(
+    slot: Slot<Text<'_>>,
+    part: Part,
+    field: Field,
+) -> Result<Option<String>, ValidationError> {
+    match slot.get(part, field)? {
+        None => Ok(None),
+        Some(text) => text
+            .map(|s| Some(s.into_owned()))
+            .map_err(|kind| not_a_string(part, field, kind)),
     }
+}
 
-    fn content(&self) -> Result<Content, ValidationError> {
-        self.required("content")?.content(|| self.path("content"))
-    }
+#[inline(always)]
+fn format_field(slot: Slot<Text<'_>>, part: Part) -> Result<Format, ValidationError> {
+    let s = slot
+        .required(part, Field::Format)?
+        .map_err(|kind| not_a_string(part, Field::Format, kind))?;
+    Format::parse(&s).ok_or_else(|| {
+        ValidationError::new(part.field("format"), format!("{s:?} is not an NLIP format"))
+            .allowed("text, token, structured, binary, location, generic")
+    })
+}
+
+#[inline(always)]
+fn subformat_field(
+    slot: Slot<Text<'_>>,
+    part: Part,
+    format: Format,
+) -> Result<String, ValidationError> {
+    slot.required(part, Field::Subformat)?
+        .map(Cow::into_owned)
+        .map_err(|kind| not_a_string(part, Field::Subformat, kind).allowed(subformat_rule(format)))
+}
+
+fn not_a_string(part: Part, field: Field, kind: &str) -> ValidationError {
+    ValidationError::new(
+        part.field(field.name()),
+        format!("must be a string, found {kind}"),
+    )
+}
+
+fn not_an_array(part: Part, field: Field, kind: &str) -> ValidationError {
+    ValidationError::new(
+        part.field(field.name()),
+        format!("must be an array, found {kind}"),
+    )
 }
 
 /// The error for a part that is not an object (map).
@@ -511,68 +607,6 @@ fn not_an_object(part: Part, kind: &str) -> ValidationError {
         part.describe(),
         format!("must be an object with text keys, found {kind}"),
     )
-}
-
-fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
-    decode_fields(Fields::of(node, Part::Message)?)
-}
-
-fn decode_fields<N: Node>(f: Fields<'_, N>) -> Result<Message, ValidationError> {
-    let mut messagetype = f.opt_text("messagetype")?;
-    // Pre-standard clients say `control: true` instead of `messagetype: control`.
-    if let Some(control) = f.get("control")? {
-        match control.boolean() {
-            Some(true) => messagetype = Some(CONTROL.to_owned()),
-            Some(false) => {}
-            None => {
-                return Err(ValidationError::new(
-                    "control",
-                    format!("must be a boolean, found {}", control.kind()),
-                ));
-            }
-        }
-    }
-    let format = f.format()?;
-    let subformat = f.subformat(format)?;
-    let content = f.content()?;
-    let label = f.opt_text("label")?;
-    let submessages = match f.get("submessages")? {
-        None => Vec::new(),
-        Some(v) => {
-            let items = v.items().ok_or_else(|| {
-                ValidationError::new(
-                    "submessages",
-                    format!("must be an array, found {}", v.kind()),
-                )
-            })?;
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| decode_submessage(item, Part::Sub(i)))
-                .collect::<Result<_, _>>()?
-        }
-    };
-    let message = Message {
-        messagetype,
-        format,
-        subformat,
-        content,
-        label,
-        submessages,
-    };
-    validate(&message)?;
-    Ok(message)
-}
-
-fn decode_submessage<N: Node>(node: &N, part: Part) -> Result<Submessage, ValidationError> {
-    let f = Fields::of(node, part)?;
-    let format = f.format()?;
-    Ok(Submessage {
-        label: f.opt_text("label")?,
-        format,
-        subformat: f.subformat(format)?,
-        content: f.content()?,
-    })
 }
 
 #[cfg(test)]
@@ -747,5 +781,176 @@ mod tests {
                 .expect_err("array")
                 .is_invalid_message()
         );
+    }
+
+    #[test]
+    fn every_field_is_recognized_in_any_capitalization_where_it_belongs() {
+        let submessage_fields = [
+            Field::Format,
+            Field::Subformat,
+            Field::Content,
+            Field::Label,
+        ];
+        for field in Field::ALL {
+            let name = field.name();
+            let capitalized = name[..1].to_uppercase() + &name[1..];
+            for key in [name.to_owned(), name.to_uppercase(), capitalized] {
+                assert_eq!(Field::of(&key, Part::Message), Some(field), "{key}");
+                let in_sub = submessage_fields.contains(&field).then_some(field);
+                assert_eq!(Field::of(&key, Part::Sub(3)), in_sub, "{key}");
+            }
+        }
+        for key in [
+            "",
+            "formats",
+            "forma",
+            "f0rmat",
+            "ſubformat",
+            "KONTENT",
+            "label ",
+            "@ontrol",
+        ] {
+            assert_eq!(Field::of(key, Part::Message), None, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn json_bytes_and_parsed_values_decode_alike_errors_included() {
+        let docs = [
+            r#"{"content": "a", "CONTENT": "b"}"#,
+            r#"{"Submessages": 5, "subformat": 7, "format": "text", "content": "x"}"#,
+            r#"{"control": "yes", "messagetype": 5}"#,
+            r#"{"MessageType": "x", "messageTYPE": "y", "format": 7}"#,
+            r#"{"format": "text", "subformat": "english", "content": 5,
+                "submessages": [{"format": "token"}]}"#,
+            r#"{"format": "location", "subformat": "gps", "content": {"lat": 1, "lon": 2},
+                "label": 7}"#,
+            r#"{"messagetype": "", "format": "text", "subformat": "english", "content": "x"}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "control": true,
+                "Label": "l", "unknown": {"deep": [1, 2, {"x": null}]}}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "control": 1}"#,
+            r#"{"format": "Text ", "SUBFORMAT": "en-US", "content": "x"}"#,
+            r#"{"form\u0061t": "text", "subformat": "english", "content": "x"}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "submessages": null}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "submessages": [
+                {"format": "token", "subformat": "a", "Subformat": "b", "content": "c"}]}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "submessages": [
+                1, {"format": "video"}]}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "submessages": [
+                {"format": "video"}, 1]}"#,
+            r#"{"format": "text", "subformat": "english", "content": "x", "submessages": [
+                {"format": "token", "subformat": "conversation", "content": "c",
+                 "control": "x", "submessages": 1, "messagetype": 2},
+                {"Label": "l", "format": "structured", "subformat": "json",
+                 "content": {"a": [1, {"b": null}]}}]}"#,
+            r#"{"format": "binary", "subformat": "image/png", "content": "not base64!"}"#,
+        ];
+        for doc in docs {
+            let value: Value = serde_json::from_str(doc).expect("well-formed");
+            match (from_json_slice(doc.as_bytes()), from_json_value(&value)) {
+                (Ok(direct), Ok(generic)) => assert_eq!(direct, generic, "{doc}"),
+                (Err(DecodeError::Invalid(direct)), Err(generic)) => {
+                    assert_eq!(direct, generic, "{doc}");
+                }
+                (direct, generic) => panic!("{doc}: {direct:?} but {generic:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn values_that_are_not_kept_must_still_be_well_formed() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let docs = [
+            // Under an unknown key: out of range, a lone surrogate, nested too deep.
+            r#"{"format": "text", "subformat": "english", "content": "x", "x": 1e400}"#.to_owned(),
+            r#"{"format": "text", "subformat": "english", "content": "x", "x": "\ud800"}"#
+                .to_owned(),
+            format!(r#"{{"format": "text", "subformat": "english", "content": "x", "x": {deep}}}"#),
+            // In a field of the wrong type, or a submessage's unknown key.
+            r#"{"format": "text", "subformat": [1e400], "content": "x"}"#.to_owned(),
+            r#"{"format": "text", "subformat": "english", "content": "x",
+                "submessages": [{"format": "token", "x": "\udfff"}]}"#
+                .to_owned(),
+            // A syntax error comes first, whatever else is wrong.
+            r#"{"format": 7, "format": "text""#.to_owned(),
+            r#"{"subformat": 7} x"#.to_owned(),
+        ];
+        for doc in docs {
+            let result = from_json_slice(doc.as_bytes());
+            assert!(
+                matches!(result, Err(DecodeError::Json(_))),
+                "{doc}: {result:?}"
+            );
+        }
+        let invalid_utf8 = b"{\"format\": \"text\", \"subformat\": \"english\", \"content\": \"x\", \"x\": \"\xff\"}";
+        assert!(matches!(
+            from_json_slice(invalid_utf8),
+            Err(DecodeError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn json_quirks_of_the_first_reader_are_kept() {
+        // Submessages were read as `Value`s, in which a key repeated verbatim replaces the
+        // earlier value; in the message itself any repeat is refused.
+        let m = from_json_slice(
+            br#"{"format": "text", "subformat": "english", "content": "x", "submessages": [
+                {"format": "token", "subformat": "a b", "subform\u0061t": "conversation",
+                 "content": 1, "content": "c"}]}"#,
+        )
+        .expect("the last value counts");
+        assert_eq!(m.submessages[0].subformat, "conversation");
+        assert_eq!(m.submessages[0].content, Content::from("c"));
+        let err = from_json_slice(
+            br#"{"format": "text", "subformat": "english", "content": "x", "content": "x"}"#,
+        )
+        .expect_err("repeated");
+        assert!(
+            err.to_string().contains("content: appears more than once"),
+            "{err}"
+        );
+        // A top-level array's items were skipped unchecked: it is not an object either way.
+        for doc in [&b"[1e400]"[..], b"[\"\xff\"]"] {
+            let err = from_json_slice(doc).expect_err("an array");
+            assert!(err.to_string().contains("found an array"), "{err}");
+        }
+    }
+
+    #[test]
+    fn json_bytes_are_what_serde_json_writes_of_the_canonical_value() {
+        let texts = [
+            "",
+            "plain",
+            "exactly8",
+            "say \"hi\" and \\ back",
+            "\"\\\"\\\"\\\"\\\"\\",
+            "tab\tnewline\ncarriage\rback\u{8}feed\u{c}nul\u{0}unit\u{1f}del\u{7f}",
+            "päivää, 你好, 🦀, U+2028 \u{2028} and U+2029 \u{2029}",
+            "0123456789abcdef0123456789abcdef\"",
+        ];
+        let mut messages = vec![Message::new(
+            Format::Binary,
+            "image/png",
+            Content::Bytes(vec![0, 1, 2, 254, 255]),
+        )];
+        for t in texts {
+            let mut m = Message::text("english", t)
+                .with_messagetype(format!("x{t}"))
+                .with_submessage(Submessage::new(Format::Token, "conversation", t).with_label(t))
+                .with_submessage(Submessage::new(
+                    Format::Generic,
+                    "x",
+                    json!({t: [t, 1, -2, 3.5, 1e300, u64::MAX, true, false, null, {}, []],
+                           "n": {t: {"deeper": t}}}),
+                ));
+            m.label = Some(t.to_owned());
+            messages.push(m);
+            messages.push(Message::json(json!([t, {t: t}])).into_control());
+        }
+        for m in messages {
+            let expected = serde_json::to_vec(&to_json_value(&m)).expect("json");
+            let text = String::from_utf8_lossy(&expected);
+            assert_eq!(to_json_vec(&m), expected, "{text}");
+        }
     }
 }

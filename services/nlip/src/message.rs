@@ -48,9 +48,15 @@ impl Format {
 
     /// Case-insensitive lookup; `None` for anything outside the standard (and `error`).
     pub fn parse(s: &str) -> Option<Format> {
+        // Nearly every peer sends the canonical spelling: that needs neither trimming nor
+        // case folding (this runs for every part of every message).
+        if let Some(f) = Format::ALL.into_iter().find(|f| f.as_str() == s) {
+            return Some(f);
+        }
+        let s = s.trim();
         Format::ALL
             .into_iter()
-            .find(|f| f.as_str().eq_ignore_ascii_case(s.trim()))
+            .find(|f| f.as_str().eq_ignore_ascii_case(s))
     }
 }
 

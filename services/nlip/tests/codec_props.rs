@@ -1,12 +1,24 @@
 //! Property tests for the codecs: valid messages survive JSON → model → CBOR → model →
-//! JSON unchanged, key capitalization does not matter, and no input panics a decoder.
+//! JSON unchanged, the direct JSON writer and reader agree with serde_json's `Value`s, key
+//! capitalization does not matter, and no input panics a decoder.
 
 use parley_nlip::{
-    Content, Format, Message, Submessage, from_cbor_slice, from_json_slice, from_json_value,
-    to_cbor_vec, to_json_value, to_json_vec,
+    Content, DecodeError, Format, Message, Submessage, from_cbor_slice, from_json_slice,
+    from_json_value, to_cbor_vec, to_json_value, to_json_vec,
 };
 use proptest::prelude::*;
+use proptest::sample::Index;
 use serde_json::{Map, Value, json};
+
+/// Any text, or text dense with what JSON escapes: quotes, backslashes, control characters,
+/// and non-ASCII characters that it does not escape (U+2028 among them).
+fn text(max: usize) -> impl Strategy<Value = String> {
+    let regex = |r: String| proptest::string::string_regex(&r).expect("a valid regex");
+    prop_oneof![
+        regex(format!(".{{0,{max}}}")),
+        regex(format!(r#"[a-zé🦀 "\\\x00-\x1f\x7f\u{{2028}}]{{0,{max}}}"#)),
+    ]
+}
 
 fn json_leaf() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -15,15 +27,19 @@ fn json_leaf() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
         (-1.0e12f64..1.0e12).prop_map(Value::from),
-        ".{0,12}".prop_map(Value::String),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        text(12).prop_map(Value::String),
     ]
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
     json_leaf().prop_recursive(4, 32, 6, |inner| {
+        let key = prop_oneof!["[a-zA-Z_]{1,8}", text(8)];
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::btree_map("[a-zA-Z_]{1,8}", inner, 0..5)
+            prop::collection::btree_map(key, inner, 0..5)
                 .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
         ]
     })
@@ -32,10 +48,10 @@ fn json_value() -> impl Strategy<Value = Value> {
 /// A (format, subformat, content) triple that obeys ECMA-430 §5.3.
 fn part() -> impl Strategy<Value = (Format, String, Value)> {
     prop_oneof![
-        ("[a-zA-Z]{2,10}", ".{0,40}").prop_map(|(l, t)| (Format::Text, l, Value::String(t))),
+        ("[a-zA-Z]{2,10}", text(40)).prop_map(|(l, t)| (Format::Text, l, Value::String(t))),
         (
             "(conversation|authentication|authorization|group)(_[a-z0-9.]{1,8})?",
-            ".{1,20}"
+            text(20)
         )
             .prop_map(|(s, t)| (Format::Token, s, Value::String(t))),
         json_value().prop_map(|v| (Format::Structured, "json".to_owned(), v)),
@@ -64,17 +80,22 @@ fn part() -> impl Strategy<Value = (Format, String, Value)> {
 
 fn message() -> impl Strategy<Value = Message> {
     (
-        prop::option::of(prop_oneof![Just("control".to_owned()), "[a-z]{1,8}"]),
+        prop::option::of(prop_oneof![
+            Just("control".to_owned()),
+            "[a-z]{1,8}",
+            text(8).prop_map(|t| format!("x{t}")),
+        ]),
         part(),
-        prop::collection::vec((prop::option::of("[a-z0-9 ]{1,8}"), part()), 0..5),
+        prop::option::of(text(8)),
+        prop::collection::vec((prop::option::of(text(8)), part()), 0..5),
     )
         .prop_map(
-            |(messagetype, (format, subformat, content), subs)| Message {
+            |(messagetype, (format, subformat, content), label, subs)| Message {
                 messagetype,
                 format,
                 subformat,
                 content: Content::Json(content),
-                label: None,
+                label,
                 submessages: subs
                     .into_iter()
                     .map(|(label, (format, subformat, content))| Submessage {
@@ -119,6 +140,55 @@ fn shuffle_key_case(v: &Value, upper: &[bool]) -> Value {
     Value::Object(out)
 }
 
+/// One change to an object of a message's JSON form, so that decoders see invalid
+/// documents as well: a field dropped, given another value, repeated in another
+/// capitalization, or an unknown key or a legacy control flag added.
+#[derive(Debug, Clone)]
+enum Change {
+    Drop(Index),
+    Replace(Index, Value),
+    Repeat(Index),
+    Add(String, Value),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        any::<Index>().prop_map(Change::Drop),
+        (any::<Index>(), json_leaf()).prop_map(|(i, v)| Change::Replace(i, v)),
+        any::<Index>().prop_map(Change::Repeat),
+        (
+            "(control|x|Control|messagetype|label|submessages)",
+            json_leaf()
+        )
+            .prop_map(|(k, v)| Change::Add(k, v)),
+    ]
+}
+
+fn apply(object: &mut Map<String, Value>, change: &Change) {
+    let key = |i: &Index| object.keys().nth(i.index(object.len().max(1))).cloned();
+    match change {
+        Change::Drop(i) => {
+            if let Some(k) = key(i) {
+                object.remove(&k);
+            }
+        }
+        Change::Replace(i, v) => {
+            if let Some(k) = key(i) {
+                object.insert(k, v.clone());
+            }
+        }
+        Change::Repeat(i) => {
+            if let Some(k) = key(i) {
+                let v = object[&k].clone();
+                object.insert(k.to_uppercase(), v);
+            }
+        }
+        Change::Add(k, v) => {
+            object.insert(k.clone(), v.clone());
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -137,6 +207,36 @@ proptest! {
         let direct = to_json_vec(&msg);
         let via_value = serde_json::to_vec(&to_json_value(&msg)).expect("json");
         prop_assert_eq!(direct, via_value);
+    }
+
+    #[test]
+    fn json_bytes_decode_as_their_parsed_value_does(
+        msg in message(),
+        top in prop::collection::vec(change(), 0..3),
+        sub in prop::collection::vec(change(), 0..2),
+    ) {
+        let mut value = to_json_value(&msg);
+        let object = value.as_object_mut().expect("messages are objects");
+        for c in &top {
+            apply(object, c);
+        }
+        if let Some(Value::Object(first)) = object
+            .get_mut("submessages")
+            .and_then(Value::as_array_mut)
+            .and_then(|subs| subs.first_mut())
+        {
+            for c in &sub {
+                apply(first, c);
+            }
+        }
+        let bytes = serde_json::to_vec(&value).expect("json");
+        // Both from the bytes: serde_json does not read back every float exactly as written.
+        let parsed: Value = serde_json::from_slice(&bytes).expect("json");
+        match (from_json_slice(&bytes), from_json_value(&parsed)) {
+            (Ok(direct), Ok(generic)) => prop_assert_eq!(direct, generic),
+            (Err(DecodeError::Invalid(direct)), Err(generic)) => prop_assert_eq!(direct, generic),
+            (direct, generic) => prop_assert!(false, "{value}: {direct:?} but {generic:?}"),
+        }
     }
 
     #[test]
