@@ -153,6 +153,7 @@ pub(crate) async fn call_report(
     input: &[u8],
     grants: Grants,
     host: Arc<dyn CapabilityHost>,
+    release: Release,
 ) -> CallReport {
     let config = &sandbox.config;
     let started = Instant::now();
@@ -204,23 +205,59 @@ pub(crate) async fn call_report(
     let trapped = ran
         .err()
         .map(|error| classify(&mut store, error, config, config.deadline_ms));
-    // Dropping the store returns the instance's slot to the pool (and resets its memory).
-    let state = store.into_data();
+    let state = store.data_mut();
     let result = match trapped {
         Some(error) => Err(error),
-        None => outcome(state.output),
+        None => outcome(state.output.take()),
     };
+    let logs = std::mem::take(&mut state.logs);
+    let logs_truncated = state.logs_truncated;
+    release.instance(store);
     if let Err(error) = &result {
         tracing::debug!(
             code = error.code(),
-            logs = state.logs.len(),
+            logs = logs.len(),
             "sandbox.call failed"
         );
     }
     CallReport {
         result,
-        logs: state.logs,
-        logs_truncated: state.logs_truncated,
+        logs,
+        logs_truncated,
         elapsed: started.elapsed(),
+    }
+}
+
+/// When a finished call's instance goes back to the pool. Dropping its `Store` resets the
+/// instance's memory (every page the call dirtied is copied back from the snapshot) and frees
+/// its pool slot: about a third of a small call's time, none of which its caller needs to wait
+/// for.
+pub(crate) enum Release {
+    /// Before the call returns: for callers that block their thread anyway.
+    Now,
+    /// On a tokio runtime, in a task of its own that also holds the caller's pool slot until
+    /// then: the caller answers its peer first, and the reset runs when its task next yields
+    /// (tokio runs a task spawned from a worker right after the current one, on the same
+    /// thread). Off a runtime, as `Now`.
+    Deferred(tokio::sync::OwnedSemaphorePermit),
+}
+
+impl Release {
+    fn instance(self, store: Store<CallState>) {
+        match self {
+            Release::Now => drop(store),
+            Release::Deferred(slot) => match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    runtime.spawn(async move {
+                        drop(store);
+                        drop(slot);
+                    });
+                }
+                Err(_) => {
+                    drop(store);
+                    drop(slot);
+                }
+            },
+        }
     }
 }

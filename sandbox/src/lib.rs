@@ -247,8 +247,9 @@ pub(crate) struct SandboxInner {
     /// The wizer-instrumented runtime compiled for `publish_engine`, built on first publish.
     instrumented: std::sync::Mutex<Option<Module>>,
     cache: Option<ArtifactCache>,
-    /// One permit per pooled instance: calls beyond the pool wait here instead of failing.
-    slots: tokio::sync::Semaphore,
+    /// One permit per pooled instance: calls beyond the pool wait here instead of failing. A
+    /// finished call keeps its permit until its instance is reset (see `call::Release`).
+    slots: Arc<tokio::sync::Semaphore>,
     ticker: Ticker,
     /// Seeds the guest's `random_get`, different for every call.
     seeds: AtomicU64,
@@ -268,7 +269,7 @@ impl Sandbox {
             .as_deref()
             .map(ArtifactCache::open)
             .transpose()?;
-        let slots = tokio::sync::Semaphore::new(config.pool_instances as usize);
+        let slots = Arc::new(tokio::sync::Semaphore::new(config.pool_instances as usize));
         let ticker = Ticker::start(vec![engine.clone(), publish_engine.clone()])?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -340,8 +341,9 @@ impl Sandbox {
             Err(error) => return CallReport::failed(error, started),
         };
         match self.inner.slot().await {
-            Ok(_slot) => {
-                call::call_report(&self.inner, handler, &input, grants.clone(), host).await
+            Ok(slot) => {
+                let release = call::Release::Deferred(slot);
+                call::call_report(&self.inner, handler, &input, grants.clone(), host, release).await
             }
             Err(error) => CallReport::failed(error, started),
         }
@@ -366,6 +368,7 @@ impl Sandbox {
             &input,
             grants.clone(),
             host,
+            call::Release::Now,
         ))
         .into_output()
     }
@@ -374,15 +377,15 @@ impl Sandbox {
 impl SandboxInner {
     /// A free instance slot. An async caller on a tokio runtime waits for one up to the call
     /// deadline; anyone else gets one only if it is free now. Then: `overloaded`.
-    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {
-        if let Ok(permit) = self.slots.try_acquire() {
+    async fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, SandboxError> {
+        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
             return Ok(permit);
         }
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(SandboxError::Overloaded);
         }
         let wait = std::time::Duration::from_millis(self.config.deadline_ms);
-        match tokio::time::timeout(wait, self.slots.acquire()).await {
+        match tokio::time::timeout(wait, self.slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             _ => Err(SandboxError::Overloaded),
         }
@@ -451,6 +454,7 @@ pub fn run_once_report(
         &input,
         grants,
         host,
+        call::Release::Now,
     ))
 }
 

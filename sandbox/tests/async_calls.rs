@@ -89,6 +89,29 @@ async fn plain(
         .await
 }
 
+/// Waits until the pool has a free slot (a finished async call frees its slot only once its
+/// instance has been reset, in a task of its own), taking it for one blocking call.
+async fn slot_freed(sandbox: &Sandbox, handler: &Handler) {
+    let started = Instant::now();
+    loop {
+        let call = sandbox.call_blocking(
+            handler,
+            &json!({}),
+            &Grants::none(),
+            Arc::new(NoCapabilities),
+        );
+        match call {
+            Err(SandboxError::Overloaded) if started.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            other => {
+                other.expect("a call on the freed slot");
+                return;
+            }
+        }
+    }
+}
+
 fn wait_grant() -> Grants {
     ["wait"].into_iter().collect()
 }
@@ -201,6 +224,9 @@ async fn an_async_call_waits_for_a_free_slot_up_to_its_deadline() {
     assert_eq!(second.output, json!({ "done": true }));
     let held = holder.await.expect("task").expect("the holder finished");
     assert_eq!(held.output, json!({ "done": true }));
+    // Both finished calls reset their instance in a task of their own; the blocking holder
+    // below needs the slot free when it starts.
+    slot_freed(&sandbox, &handler).await;
 
     // Busy for longer than a deadline: the waiting call gives up with `overloaded`. The holder
     // is a blocking call whose capability blocks its thread for a second (nothing can cut a
@@ -315,4 +341,36 @@ fn blocking_calls_work_from_a_thread_with_a_small_stack() {
         .expect("no stack overflow on the calling thread")
         .expect("call");
     assert_eq!(out.output, json!({ "depth": 500 }));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_finished_call_resets_its_instance_after_returning_and_then_frees_its_slot() {
+    let sandbox = sandbox(1, 2_000);
+    let handler = sandbox.publish(WAITS).expect("publish");
+    let blocking = || {
+        sandbox.call_blocking(
+            &handler,
+            &json!({}),
+            &Grants::none(),
+            Arc::new(NoCapabilities),
+        )
+    };
+    let out = plain(&sandbox, &handler, &json!({})).await.expect("call");
+    assert_eq!(out.output, json!({ "done": true }));
+    // The answer came back before the instance was reset: the only slot is still taken...
+    assert!(
+        matches!(blocking(), Err(SandboxError::Overloaded)),
+        "the reset waits until the caller's task yields"
+    );
+    // ...until this task yields and the reset runs.
+    tokio::task::yield_now().await;
+    assert_eq!(
+        blocking().expect("the slot is free").output,
+        json!({ "done": true })
+    );
+    // Async calls back to back on one slot wait for the previous reset instead of failing.
+    for _ in 0..20 {
+        let out = plain(&sandbox, &handler, &json!({})).await.expect("call");
+        assert_eq!(out.output, json!({ "done": true }));
+    }
 }
