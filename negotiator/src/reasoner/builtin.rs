@@ -168,16 +168,19 @@ impl Reasoner for BuiltinReasoner {
             });
         }
 
-        // 2. Help.
-        let lowered = text.trim_end_matches(['?', '!', '.']).trim().to_lowercase();
-        if lowered.is_empty() || HELP_PHRASES.iter().any(|p| lowered == *p) {
+        // 2. Help, and greetings. (The phrases are ASCII, so comparing without case needs no
+        //    lower-cased copy; most messages a built-in agent gets end here.)
+        let bare = text.trim_end_matches(['?', '!', '.']).trim();
+        let is = |phrase: &&str| bare.eq_ignore_ascii_case(phrase);
+        if bare.is_empty() || HELP_PHRASES.iter().any(is) {
             return Ok(plain(self.help()));
         }
-        if GREETINGS.iter().any(|g| lowered == *g) {
+        if GREETINGS.iter().any(is) {
             return Ok(plain(self.greeting.clone()));
         }
 
         // 3. A capability named anywhere in the message.
+        let lowered = bare.to_lowercase();
         let named: Vec<&Capability> = self
             .capabilities
             .iter()

@@ -43,7 +43,12 @@ fn with_counter(name: &'static str, labels: Labels, f: impl FnOnce(&Counter)) {
     }
     HANDLES.with(|handles| {
         let mut handles = handles.borrow_mut();
-        if let Some((_, _, c)) = handles.iter().find(|(n, l, _)| *n == name && *l == labels) {
+        if let Some((_, _, c)) = handles.iter().find(|(n, l, _)| {
+            same(n, name)
+                && l.iter()
+                    .zip(&labels)
+                    .all(|(a, b)| same(a.0, b.0) && same(a.1, b.1))
+        }) {
             return f(c);
         }
         // Our recorder must be the one registering, so a kept handle is never a no-op.
@@ -57,6 +62,12 @@ fn with_counter(name: &'static str, labels: Labels, f: impl FnOnce(&Counter)) {
         f(&c);
         handles.push((name, labels, c));
     });
+}
+
+/// String equality that first compares addresses: the names and labels are literals, so the
+/// same one nearly always comes from the same place, and comparing bytes is the fallback.
+fn same(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 /// One label; the second slot stays empty.

@@ -388,9 +388,13 @@ where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: std::fmt::Display,
 {
-    // Only the Content-Type is needed: look at the headers in place rather than cloning them.
-    let (parts, body) = request.into_parts();
-    let encoding = match Encoding::of(&parts.headers) {
+    // Only the Content-Type is needed: it is read in place, and the rest of the head is
+    // dropped before the first await rather than carried through the exchange.
+    let (encoding, body) = {
+        let (parts, body) = request.into_parts();
+        (Encoding::of(&parts.headers), body)
+    };
+    let encoding = match encoding {
         Ok(e) => e,
         Err(e) => return error_response(Encoding::Json, e),
     };
