@@ -235,29 +235,78 @@ pub(crate) async fn call_report(
 pub(crate) enum Release {
     /// Before the call returns: for callers that block their thread anyway.
     Now,
-    /// On a tokio runtime, in a task of its own that also holds the caller's pool slot until
-    /// then: the caller answers its peer first, and the reset runs when its task next yields
-    /// (tokio runs a task spawned from a worker right after the current one, on the same
-    /// thread). Off a runtime, as `Now`.
-    Deferred(tokio::sync::OwnedSemaphorePermit),
+    /// Later, through [`Resets`], holding the caller's pool slot until then.
+    Deferred(Arc<Resets>, tokio::sync::OwnedSemaphorePermit),
 }
 
 impl Release {
     fn instance(self, store: Store<CallState>) {
         match self {
             Release::Now => drop(store),
-            Release::Deferred(slot) => match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => {
-                    runtime.spawn(async move {
-                        drop(store);
-                        drop(slot);
-                    });
-                }
-                Err(_) => {
-                    drop(store);
-                    drop(slot);
-                }
-            },
+            Release::Deferred(resets, slot) => resets.defer(store, slot),
         }
+    }
+}
+
+/// Instances of finished calls waiting for their reset. A deferred instance is reset by a task
+/// spawned for it: tokio runs a task spawned from a worker right after the current one, on the
+/// same thread, so the reset happens once the caller has answered its peer (the caller's task
+/// yields when it waits for the next request). A caller that makes its next call without
+/// yielding first (a loop over test cases, say) finds the reset still pending and does it
+/// itself before taking a slot, so its next instance is the one just reset, warm in the cache,
+/// rather than another slot. Outside a task (off a runtime, or blocking on one) the reset is
+/// done at once.
+#[derive(Default)]
+pub(crate) struct Resets {
+    pending: std::sync::Mutex<Vec<(Store<CallState>, tokio::sync::OwnedSemaphorePermit)>>,
+    /// A reset task is spawned and has not started yet: no need for another. (A caller that
+    /// calls again without yielding would otherwise spawn one per call, and each spawn behind
+    /// another wakes a second worker to steal it.)
+    scheduled: std::sync::atomic::AtomicBool,
+}
+
+impl Resets {
+    fn defer(self: Arc<Self>, store: Store<CallState>, slot: tokio::sync::OwnedSemaphorePermit) {
+        // Only a task yields to its runtime when it waits; a thread blocking on a runtime
+        // (`block_on`) is no worker, and a task spawned from it would be reset by another
+        // thread, racing the caller's next call for the slot.
+        let runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .filter(|_| tokio::task::try_id().is_some());
+        let Some(runtime) = runtime else {
+            drop(store);
+            drop(slot);
+            return;
+        };
+        match self.pending.lock() {
+            Ok(mut pending) => pending.push((store, slot)),
+            Err(_) => {
+                drop(store);
+                drop(slot);
+                return;
+            }
+        }
+        if !self
+            .scheduled
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            runtime.spawn(async move {
+                // Cleared first: an instance deferred from now on needs a task of its own,
+                // unless this run takes it.
+                self.scheduled
+                    .store(false, std::sync::atomic::Ordering::Release);
+                self.run();
+            });
+        }
+    }
+
+    /// Resets every pending instance and frees its slot.
+    pub(crate) fn run(&self) {
+        let due = match self.pending.lock() {
+            Ok(mut pending) if !pending.is_empty() => std::mem::take(&mut *pending),
+            _ => return,
+        };
+        // Outside the lock: dropping the stores is the work.
+        drop(due);
     }
 }

@@ -250,6 +250,8 @@ pub(crate) struct SandboxInner {
     /// One permit per pooled instance: calls beyond the pool wait here instead of failing. A
     /// finished call keeps its permit until its instance is reset (see `call::Release`).
     slots: Arc<tokio::sync::Semaphore>,
+    /// Finished calls' instances waiting for their reset.
+    resets: Arc<call::Resets>,
     ticker: Ticker,
     /// Seeds the guest's `random_get`, different for every call.
     seeds: AtomicU64,
@@ -284,6 +286,7 @@ impl Sandbox {
                 instrumented: std::sync::Mutex::new(None),
                 cache,
                 slots,
+                resets: Arc::default(),
                 ticker,
                 seeds: AtomicU64::new(seed),
             }),
@@ -340,9 +343,12 @@ impl Sandbox {
             Ok(input) => input,
             Err(error) => return CallReport::failed(error, started),
         };
+        // A reset still pending from this caller's previous call goes first: its slot, warm,
+        // is then the one this call gets.
+        self.inner.resets.run();
         match self.inner.slot().await {
             Ok(slot) => {
-                let release = call::Release::Deferred(slot);
+                let release = call::Release::Deferred(self.inner.resets.clone(), slot);
                 call::call_report(&self.inner, handler, &input, grants.clone(), host, release).await
             }
             Err(error) => CallReport::failed(error, started),
@@ -361,6 +367,7 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
+        self.inner.resets.run();
         let _slot = self.inner.slot_now()?;
         futures::executor::block_on(call::call_report(
             &self.inner,
