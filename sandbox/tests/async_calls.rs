@@ -89,18 +89,21 @@ async fn plain(
         .await
 }
 
+/// A blocking call granted nothing, on a host with no capabilities.
+fn plain_blocking(
+    sandbox: &Sandbox,
+    handler: &Handler,
+    input: &Value,
+) -> Result<CallOutput, SandboxError> {
+    sandbox.call_blocking(handler, input, &Grants::none(), Arc::new(NoCapabilities))
+}
+
 /// Waits until the pool has a free slot (a finished async call frees its slot only once its
 /// instance has been reset, in a task of its own), taking it for one blocking call.
 async fn slot_freed(sandbox: &Sandbox, handler: &Handler) {
     let started = Instant::now();
     loop {
-        let call = sandbox.call_blocking(
-            handler,
-            &json!({}),
-            &Grants::none(),
-            Arc::new(NoCapabilities),
-        );
-        match call {
+        match plain_blocking(sandbox, handler, &json!({})) {
             Err(SandboxError::Overloaded) if started.elapsed() < Duration::from_secs(5) => {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -309,14 +312,7 @@ async fn dropping_a_call_cancels_it_and_frees_its_instance() {
     assert!(outcome.is_err(), "the capability never answers");
     // The guest was suspended inside the capability; dropping the future unwound it and gave its
     // instance back, so the only slot is free at once.
-    let out = sandbox
-        .call_blocking(
-            &handler,
-            &json!({}),
-            &Grants::none(),
-            Arc::new(NoCapabilities),
-        )
-        .expect("the slot came back");
+    let out = plain_blocking(&sandbox, &handler, &json!({})).expect("the slot came back");
     assert_eq!(out.output, json!({ "done": true }));
 }
 
@@ -357,13 +353,7 @@ async fn next_call_takes_over() {
     let handler = sandbox.publish(WAITS).expect("publish");
     let out = plain(&sandbox, &handler, &json!({})).await.expect("call");
     assert_eq!(out.output, json!({ "done": true }));
-    let out = sandbox
-        .call_blocking(
-            &handler,
-            &json!({}),
-            &Grants::none(),
-            Arc::new(NoCapabilities),
-        )
+    let out = plain_blocking(&sandbox, &handler, &json!({}))
         .expect("the blocking call resets the pending instance and takes the slot");
     assert_eq!(out.output, json!({ "done": true }));
     for _ in 0..20 {
