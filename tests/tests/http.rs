@@ -575,3 +575,37 @@ async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() 
         .expect("the server stops once the request is answered")
         .expect("join");
 }
+
+#[tokio::test]
+async fn a_body_that_stops_half_way_is_answered_with_a_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.request_timeout_ms = 300;
+    let app = TestApp::spawn(&settings).await;
+    let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
+    let mut stalled = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    stalled.write_all(head.as_bytes()).await.expect("head");
+    stalled.write_all(&body[..10]).await.expect("part");
+    let mut reply = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stalled.read_to_end(&mut reply),
+    )
+    .await
+    .expect("the server answers without the rest of the body")
+    .expect("read");
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    let split = text.find("\r\n\r\n").expect("head") + 4;
+    let (head, body) = (&text[..split], reply[split..].to_vec());
+    let reply: Value = serde_json::from_slice(&reply_body(head, body)).expect("an NLIP error");
+    assert_eq!(error_code(&reply), "request_timeout");
+    app.stop().await;
+}

@@ -98,7 +98,8 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// Largest out-of-band upload, in bytes.
     pub max_upload_bytes: usize,
-    /// Longest time one request may take before it is answered with a timeout error.
+    /// Longest time one request may take before it is answered with a timeout error; an HTTP
+    /// request's body must also arrive within it (else 408, `request_timeout`).
     pub request_timeout_ms: u64,
     /// Interval between WebSocket pings; a connection silent for three intervals is closed.
     pub ws_ping_interval_ms: u64,

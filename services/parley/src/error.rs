@@ -22,6 +22,8 @@ pub enum ApiError {
     UnknownUpload(String),
     #[error("the request took longer than {0} ms")]
     Timeout(u64),
+    #[error("the request body did not arrive within {0} ms")]
+    SlowBody(u64),
     #[error("too many requests; slow down")]
     RateLimited,
     #[error("no such end-point; NLIP messages are POSTed to /nlip")]
@@ -62,6 +64,7 @@ impl ApiError {
             ApiError::UnknownConversation(_) => "unknown_conversation",
             ApiError::UnknownUpload(_) => "unknown_upload",
             ApiError::Timeout(_) => "timeout",
+            ApiError::SlowBody(_) => "request_timeout",
             ApiError::RateLimited => "rate_limited",
             ApiError::NotFound => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
@@ -88,6 +91,7 @@ impl ApiError {
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::SlowBody(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

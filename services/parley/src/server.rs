@@ -401,8 +401,17 @@ where
     if let Err(e) = state.check_rate(peer) {
         return error_response(encoding, e);
     }
-    let request = match read_body(body, state.limits.max_message_bytes)
+    // The body must arrive within the request timeout: a peer that sends it slowly, or stops
+    // half-way, holds a concurrency permit only that long. (A body already received, the
+    // usual case, is read without arming a timer.)
+    let ms = state.limits.request_timeout_ms;
+    let body = tokio::time::timeout(
+        Duration::from_millis(ms),
+        read_body(body, state.limits.max_message_bytes),
+    );
+    let request = match body
         .await
+        .unwrap_or(Err(ApiError::SlowBody(ms)))
         .and_then(|b| encoding.decode(&b))
     {
         Ok(m) => m,
