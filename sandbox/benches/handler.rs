@@ -2,10 +2,13 @@
 //! natively in Rust and in the sandbox with fresh isolation per call, on 1 and 2 threads.
 //!
 //! Run with `cargo bench -p parley-sandbox --bench handler`. Prints median and p99 latency, calls/s,
-//! peak RSS and the sandbox/native ratio. Optional knobs (for experiments, read here only):
+//! peak RSS and the sandbox/native ratio, then publish times (a fresh sandbox over an empty
+//! artifact cache, later handlers in the same sandbox, fresh sandboxes over the warm cache) and the
+//! cache's size on disk after 20 handlers. Optional knobs (for experiments, read here only):
 //! `BENCH_CALLS` (per thread, default 20000), `BENCH_KEEP_RESIDENT` (bytes), `BENCH_THREADS` (only
-//! this thread count), `BENCH_SKIP_ASYNC=1`, `BENCH_TRIVIAL=1` (publish `handle(r) { return 1 }` instead,
-//! to see the fixed per-call cost; the native comparison is then meaningless).
+//! this thread count), `BENCH_SKIP_ASYNC=1`, `BENCH_SKIP_PUBLISH=1`, `BENCH_TRIVIAL=1` (publish
+//! `handle(r) { return 1 }` instead, to see the fixed per-call cost; the native comparison is then
+//! meaningless).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,6 +171,80 @@ where
     }
 }
 
+/// `HANDLER` made distinct (a new hash, its own artifact or image) by a leading constant.
+fn variant(n: usize) -> String {
+    format!("const VARIANT = {n};\n{HANDLER}")
+}
+
+/// Bytes and artifact files in the cache directory (the key file included in the bytes).
+fn cache_usage(dir: &std::path::Path) -> (u64, usize) {
+    let mut bytes = 0;
+    let mut artifacts = 0;
+    for entry in std::fs::read_dir(dir).expect("cache dir").flatten() {
+        bytes += entry.metadata().map_or(0, |m| m.len());
+        if entry.path().extension().is_some_and(|ext| ext == "cwasm") {
+            artifacts += 1;
+        }
+    }
+    (bytes, artifacts)
+}
+
+/// Publish times and the artifact cache's size on disk. Every publish here is of a handler the
+/// sandbox has not seen, unless said otherwise.
+fn publish_section(base: &SandboxConfig) {
+    const HANDLERS: usize = 20;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = SandboxConfig {
+        cache_dir: Some(dir.path().join("cache")),
+        pool_instances: 4,
+        ..base.clone()
+    };
+    let timed = |sandbox: &Sandbox, source: &str| {
+        let started = Instant::now();
+        sandbox.publish(source).expect("publishes");
+        started.elapsed()
+    };
+    let sandbox = Sandbox::new(config.clone()).expect("valid config");
+    let first = timed(&sandbox, HANDLER);
+    let second = timed(&sandbox, &variant(1));
+    let mut later: Vec<Duration> = (2..HANDLERS)
+        .map(|n| timed(&sandbox, &variant(n)))
+        .collect();
+    later.sort();
+    let (bytes, artifacts) = cache_usage(&dir.path().join("cache"));
+    drop(sandbox);
+
+    let fresh = Sandbox::new(config.clone()).expect("valid config");
+    let warm_same = timed(&fresh, HANDLER);
+    drop(fresh);
+    let fresh = Sandbox::new(config).expect("valid config");
+    let warm_new = timed(&fresh, &variant(HANDLERS));
+    drop(fresh);
+
+    println!();
+    println!("publish (the bench handler and variants of it, each a new hash)");
+    let row = |what: &str, time: Duration| println!("  {what:<62} {time:>10.2?}");
+    row("fresh sandbox, empty cache: first publish", first);
+    row("same sandbox: second publish (a different handler)", second);
+    row(
+        &format!("same sandbox: publishes 3..{HANDLERS}, median"),
+        later[later.len() / 2],
+    );
+    row(
+        "fresh sandbox, warm cache: a handler published before",
+        warm_same,
+    );
+    row("fresh sandbox, warm cache: a new handler", warm_new);
+    println!(
+        "  artifact cache after {HANDLERS} handlers: {:.1} MiB in {artifacts} artifacts",
+        bytes as f64 / (1024.0 * 1024.0)
+    );
+    println!(
+        "  peak RSS after the publish section: {:.1} MiB",
+        peak_rss_mib()
+    );
+}
+
 fn main() {
     let calls: usize = std::env::var("BENCH_CALLS")
         .ok()
@@ -181,7 +258,7 @@ fn main() {
         config.pool_keep_resident_bytes = bytes;
     }
     let trivial = std::env::var("BENCH_TRIVIAL").is_ok_and(|v| v == "1");
-    let sandbox = Sandbox::new(config).expect("default config is valid");
+    let sandbox = Sandbox::new(config.clone()).expect("default config is valid");
     let started = Instant::now();
     let handler = sandbox
         .publish(if trivial { TRIVIAL } else { HANDLER })
@@ -272,5 +349,9 @@ fn main() {
             row.peak_rss_mib,
             row.median.as_secs_f64() / native_median.as_secs_f64().max(1e-9),
         );
+    }
+
+    if !std::env::var("BENCH_SKIP_PUBLISH").is_ok_and(|v| v == "1") {
+        publish_section(&config);
     }
 }

@@ -9,6 +9,7 @@ use crate::config::SandboxConfig;
 use crate::engine::EPOCH_TICK;
 use crate::error::SandboxError;
 use crate::host::{CallLimits, CallState, Phase, kind};
+use crate::runtime::Entry;
 use crate::{CallReport, CapabilityHost, Grants, Handler, SandboxInner};
 
 /// Serialises the input once, before any work, and enforces the input cap.
@@ -40,9 +41,9 @@ pub(crate) fn limits(config: &SandboxConfig, deadline_ms: u64) -> CallLimits {
 }
 
 /// A new store for one call or one publish, with the memory limiter and the epoch deadline set.
-/// Publishing runs synchronously and traps at the epoch deadline. A call runs with `call_async`
-/// inside the caller's task: it yields to the executor at every epoch tick and fails with
-/// `timeout` once its deadline has passed.
+/// Publishing traps at the epoch deadline (it runs to completion on the publishing thread). A call
+/// runs with `call_async` inside the caller's task: it yields to the executor at every epoch tick
+/// and fails with `timeout` once its deadline has passed.
 pub(crate) fn new_store(
     engine: &Engine,
     ticker: &crate::engine::Ticker,
@@ -73,11 +74,16 @@ pub(crate) fn new_store(
                 // runs on (outside a runtime it wakes at once). The time until the guest runs
                 // again is the executor's, not the call's: the deadline leaves it out.
                 let yielded = Arc::clone(&state.yielded_nanos);
+                let blocking = state.blocking;
                 Ok(UpdateDeadline::YieldCustom(
                     1,
                     Box::pin(async move {
                         let since = Instant::now();
-                        tokio::task::yield_now().await;
+                        if blocking {
+                            yield_at_once().await;
+                        } else {
+                            tokio::task::yield_now().await;
+                        }
                         let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
                         yielded.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
                     }),
@@ -91,6 +97,21 @@ pub(crate) fn new_store(
             .map_err(|e| SandboxError::wasmtime("setting fuel", e))?;
     }
     Ok(store)
+}
+
+/// Returns `Pending` once, having woken its task already: a yield any executor resumes at once.
+async fn yield_at_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Turns a failed guest call into the error a caller acts on. A host function's own verdict wins, then
@@ -163,13 +184,15 @@ pub(crate) async fn call_report(
             "this handler was published by a different sandbox",
         ));
     }
-    let state = CallState::new(
+    let mut state = CallState::new(
         Phase::Call,
         limits(config, config.deadline_ms),
         grants,
         host,
         sandbox.next_seed(),
     );
+    // Only blocking callers release at once (see `Release`).
+    state.blocking = matches!(release, Release::Now);
     let mut store = match new_store(
         &sandbox.engine,
         &sandbox.ticker,
@@ -180,7 +203,9 @@ pub(crate) async fn call_report(
         Ok(store) => store,
         Err(error) => return failed(error),
     };
-    let instance = match handler.inner.pre.instantiate_async(&mut store).await {
+    // The handler's memory (copy-on-write from its image), then the shared runtime code over it.
+    let inner = &handler.inner;
+    let instance = match inner.runtime.instantiate(&mut store, &inner.image).await {
         Ok(instance) => instance,
         Err(e)
             if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
@@ -191,11 +216,10 @@ pub(crate) async fn call_report(
         Err(e) => return failed(classify(&mut store, e, config, config.deadline_ms)),
     };
     let ran = async {
-        let alloc = instance.get_typed_func::<u32, u32>(&mut store, "parley_alloc")?;
-        let run = instance.get_typed_func::<(u32, u32), ()>(&mut store, "parley_run")?;
-        let memory = instance
-            .get_memory(&mut store, "memory")
-            .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?;
+        let entry = &inner.runtime.entry;
+        let alloc = Entry::func::<u32, u32>(&instance, &mut store, &entry.alloc)?;
+        let run = Entry::func::<(u32, u32), ()>(&instance, &mut store, &entry.run)?;
+        let memory = entry.memory(&instance, &mut store)?;
         let len = u32::try_from(input.len())?;
         let ptr = alloc.call_async(&mut store, len).await?;
         memory.write(&mut store, ptr as usize, input)?;
@@ -229,7 +253,7 @@ pub(crate) async fn call_report(
 }
 
 /// When a finished call's instance goes back to the pool. Dropping its `Store` resets the
-/// instance's memory (every page the call dirtied is copied back from the snapshot) and frees
+/// instance's memory (every page the call dirtied is copied back from the handler's image) and frees
 /// its pool slot: about a third of a small call's time, none of which its caller needs to wait
 /// for.
 pub(crate) enum Release {

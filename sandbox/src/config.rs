@@ -40,18 +40,21 @@ pub struct SandboxConfig {
     pub host_call_result_bytes: u64,
     /// Most `host.call`s one call may make.
     pub max_host_calls: u32,
-    /// Instance slots in wasmtime's pooling allocator: the most calls running at once. An async call
-    /// waits for a free slot up to `deadline_ms`, then fails with `overloaded`; a blocking call fails
-    /// at once.
+    /// Instance slots in wasmtime's pooling allocator: the most calls running at once (each holds two
+    /// core instances, the handler's memory image and the runtime code; publishes have two slots of
+    /// their own on top). An async call waits for a free slot up to `deadline_ms`, then fails with
+    /// `overloaded`; a blocking call fails at once.
     pub pool_instances: u32,
     /// Bytes of each pooled linear memory reset with `memset` rather than `madvise` when a slot is
     /// reused. Keeping pages resident avoids page faults and the kernel's mmap lock on every call, which
     /// is what lets two threads scale; the cost is that much resident memory per warm slot.
     pub pool_keep_resident_bytes: u64,
-    /// Directory of the compiled-artifact cache; `None` keeps compiled handlers in memory only.
+    /// Directory of the compiled-artifact cache, which holds the runtime's compiled code (handlers
+    /// are memory images built in milliseconds and are not cached); `None` compiles the runtime once
+    /// per `Sandbox`, in memory only.
     pub cache_dir: Option<PathBuf>,
-    /// Whether the server compiles a trivial handler in the background at start, so that the
-    /// first negotiation does not pay for compiling the runtime.
+    /// Whether the server compiles the runtime's code (or loads it from the artifact cache) in the
+    /// background at start, so that the first negotiation does not pay for that.
     pub warm_up: bool,
 }
 
@@ -112,7 +115,7 @@ impl SandboxConfig {
         if let Some(fuel) = self.fuel {
             check("fuel", fuel, 1, u64::MAX)?;
         }
-        // The runtime's snapshot alone needs a few MiB; 4 GiB is wasm32's address space.
+        // The runtime's memory image alone needs a few MiB; 4 GiB is wasm32's address space.
         check("memory_bytes", self.memory_bytes, 8 * MIB, 4 * 1024 * MIB)?;
         // Every pooled fiber stack is this plus 1 MiB for host code, reserved once per pool slot.
         check("wasm_stack_bytes", self.wasm_stack_bytes, 64 * KIB, 2 * MIB)?;

@@ -1,4 +1,4 @@
-//! Wasmtime engines and the epoch ticker.
+//! The wasmtime engine and the epoch ticker.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -20,47 +20,30 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// functions, and the future of a `CapabilityHost`, which is polled on the same fiber.
 const FIBER_HOST_STACK: usize = 1024 * 1024;
 
-/// The wasm stack while a handler's top-level code runs at publish time. Publishing happens on the
-/// caller's thread (typically tokio's blocking pool, 2 MiB stacks), so keep well inside that.
-const PUBLISH_WASM_STACK: usize = 512 * 1024;
+/// Instance slots for publishes, beside the `pool_instances` for calls: a publish runs the runtime
+/// in the same pool (see `publish::PublishSlots`).
+pub(crate) const PUBLISH_INSTANCES: u32 = 2;
 
 /// How long the epoch ticker keeps ticking after the last store is gone before it parks. Under
 /// steady traffic stores come and go all the time; parking after each one would cost a thread
 /// wake-up per call.
 const TICKER_LINGER: Duration = Duration::from_millis(50);
 
-/// Cranelift's incremental compilation cache, in memory: every handler's snapshot carries the
-/// same QuickJS code and differs only in its data, so after the first handler the functions are
-/// cache hits and publishing a new handler costs a fraction of a full compile.
-#[derive(Debug, Default)]
-struct FunctionCache(std::sync::RwLock<std::collections::HashMap<Vec<u8>, Vec<u8>>>);
-
-impl wasmtime::CacheStore for FunctionCache {
-    fn get(&self, key: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
-        let map = self.0.read().ok()?;
-        map.get(key).map(|v| std::borrow::Cow::Owned(v.clone()))
-    }
-
-    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
-        match self.0.write() {
-            Ok(mut map) => {
-                map.insert(key.to_vec(), value);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-}
-
-/// The engine that serves calls: pooling allocator with copy-on-write memory images and pooled
-/// fiber stacks (calls run with `call_async`), epoch deadlines, optionally fuel.
+/// The engine that serves calls and publishes: pooling allocator with copy-on-write memory images
+/// and pooled fiber stacks (the guest runs with `call_async`), epoch deadlines, optionally fuel.
+///
+/// A call (or publish) is two core instances in one store: the handler's memory image, which
+/// defines the memory, and the runtime code, which imports it and defines the table. So the pool
+/// has two instances, one memory, one table and one fiber stack per call, for `pool_instances`
+/// calls plus [`PUBLISH_INSTANCES`] publishes.
 pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
     let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
+    let stores = config.pool_instances.saturating_add(PUBLISH_INSTANCES);
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_core_instances(config.pool_instances)
-        .total_stacks(config.pool_instances)
-        .total_memories(config.pool_instances)
-        .total_tables(config.pool_instances)
+    pool.total_core_instances(stores.saturating_mul(2))
+        .total_stacks(stores)
+        .total_memories(stores)
+        .total_tables(stores)
         .max_memories_per_module(1)
         .max_tables_per_module(1)
         .max_memory_size(usize::try_from(config.memory_bytes).unwrap_or(usize::MAX))
@@ -83,23 +66,7 @@ pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    wasm.enable_incremental_compilation(std::sync::Arc::new(FunctionCache::default()))
-        .map_err(|e| SandboxError::wasmtime("enabling incremental compilation", e))?;
     Engine::new(&wasm).map_err(|e| SandboxError::wasmtime("creating the wasmtime engine", e))
-}
-
-/// The engine that evaluates a handler once so wizer can snapshot it. It compiles the (instrumented)
-/// runtime once per process or cache; its code only ever runs a handler's top-level code, so it favours
-/// compile speed over code quality.
-pub(crate) fn publish_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
-    let mut wasm = Config::new();
-    wasm.epoch_interruption(true)
-        .max_wasm_stack(
-            PUBLISH_WASM_STACK.min(usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX)),
-        )
-        .cranelift_opt_level(OptLevel::None)
-        .parallel_compilation(true);
-    Engine::new(&wasm).map_err(|e| SandboxError::wasmtime("creating the publish engine", e))
 }
 
 /// A stable digest of everything about `engine` that makes a compiled artifact (in)compatible.
@@ -111,7 +78,7 @@ pub(crate) fn compatibility_digest(engine: &Engine) -> u64 {
     hasher.finish()
 }
 
-/// Increments the engines' epochs every [`EPOCH_TICK`] while any store is alive, until dropped.
+/// Increments the engine's epoch every [`EPOCH_TICK`] while any store is alive, until dropped.
 /// [`TICKER_LINGER`] after the last call or publish the thread parks, so an idle server does not
 /// wake up a thousand times a second; [`Ticker::hold`] wakes it before a store's deadline is set.
 #[derive(Debug)]
@@ -141,7 +108,7 @@ impl Drop for EpochHold {
 }
 
 impl Ticker {
-    pub(crate) fn start(engines: Vec<Engine>) -> Result<Self, SandboxError> {
+    pub(crate) fn start(engine: Engine) -> Result<Self, SandboxError> {
         let shared = Arc::new(TickerShared {
             stop: AtomicBool::new(false),
             active: std::sync::atomic::AtomicUsize::new(0),
@@ -165,9 +132,7 @@ impl Ticker {
                         continue;
                     }
                     thread::sleep(EPOCH_TICK);
-                    for engine in &engines {
-                        engine.increment_epoch();
-                    }
+                    engine.increment_epoch();
                     state.ticks.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -219,7 +184,7 @@ mod tests {
 
     #[test]
     fn the_ticker_ticks_only_while_held() {
-        let ticker = Ticker::start(vec![Engine::default()]).expect("ticker");
+        let ticker = Ticker::start(Engine::default()).expect("ticker");
         let idle = ticker.ticks();
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(ticker.ticks(), idle, "no ticks without a hold");

@@ -16,7 +16,7 @@ pub enum SandboxError {
         /// What was wrong, including the JavaScript exception if there was one.
         message: String,
     },
-    /// Compiling the handler's snapshot failed.
+    /// Compiling the runtime's code or a handler's memory image failed.
     #[error("compiling the handler failed")]
     Compile {
         /// The compiler's error.

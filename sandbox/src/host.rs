@@ -84,9 +84,9 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-/// Where the store is: evaluating a handler for its snapshot (synchronously, on the publish
-/// engine; `host_call` refuses), or serving a call (with the `*_async` APIs on the call engine;
-/// `host_call` awaits the capability).
+/// Where the store is: evaluating a handler's top-level code at publish (`host_call` refuses), or
+/// serving a call (`host_call` awaits the capability). Both run with the `*_async` APIs on the one
+/// engine; a publish is driven to completion on the publishing thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
     Publish,
@@ -117,6 +117,10 @@ pub(crate) struct CallState {
     /// Nanoseconds the call spent yielded to the executor (waiting for its turn to run again),
     /// which its deadline does not count. Shared with the yield futures.
     pub yielded_nanos: Arc<AtomicU64>,
+    /// The call is driven by a blocking executor (`call_blocking`, `run_once`), perhaps on a
+    /// thread that is inside a tokio task: its yields must wake it at once, since tokio's
+    /// `yield_now` would leave the wake-up to a scheduler that the blocked thread never runs.
+    pub blocking: bool,
 }
 
 impl std::fmt::Debug for CallState {
@@ -158,6 +162,7 @@ impl CallState {
             rng: seed,
             epoch_hold: None,
             yielded_nanos: Arc::new(AtomicU64::new(0)),
+            blocking: false,
         }
     }
 

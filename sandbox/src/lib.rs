@@ -1,21 +1,31 @@
 //! Runs generated protocol handlers inside wasmtime with hard limits.
 //!
 //! A handler is JavaScript that defines `handle(request)`. It never runs in Parley's own process space:
-//! [`Sandbox::publish`] evaluates it once inside a QuickJS runtime compiled to WebAssembly, snapshots the
-//! initialised instance with wizer and precompiles the snapshot (cached on disk, keyed and MAC'd);
-//! [`Sandbox::call`] then runs each request in a fresh copy-on-write instance of that snapshot with a
-//! deadline, a memory cap, a wasm stack cap, size caps on everything crossing the boundary, and no
-//! capability but the granted ones. The ABI and the reasons behind it are in `sandbox/ABI.md`.
+//! it runs in a QuickJS runtime compiled to WebAssembly, which the sandbox splits into two parts.
+//! The runtime's **code** (QuickJS, the driver, the host glue: all of its functions, with its memory
+//! turned into an import) is compiled once per [`Sandbox`] and cached on disk, keyed and MAC'd, so a
+//! restart loads it in milliseconds. A handler is only **data**: [`Sandbox::publish`] evaluates its
+//! source once in the runtime and keeps the resulting linear memory (QuickJS's heap with the handler's
+//! bytecode and top-level state) as a small code-less module, the handler's memory image.
+//! [`Sandbox::call`] then runs each request in a fresh instance: the handler's memory, mapped
+//! copy-on-write from its image, under the shared compiled code, with a deadline, a memory cap, a wasm
+//! stack cap, size caps on everything crossing the boundary, and no capability but the granted ones.
+//! So publishing a handler compiles nothing, and a hundred handlers share one copy of QuickJS's
+//! native code. The ABI and the reasons behind it are in `sandbox/ABI.md`.
 //!
 //! # Layout
 //! - `lib.rs`: the public surface: [`Sandbox`], [`Handler`], [`Grants`], [`CapabilityHost`],
 //!   [`CallOutput`], [`run_once`].
 //! - `config.rs`: [`SandboxConfig`], every limit with its default, and `validate()`.
 //! - `error.rs`: [`SandboxError`], one variant per outcome, each with a stable `code()`.
-//! - `engine.rs`: the two wasmtime engines (publish, call), and the epoch ticker.
-//! - `publish.rs`: source → wizer snapshot → compiled module, through the artifact cache.
-//! - `call.rs`: one call: a `Store`, an instance from the pool, input in, outcome out, trap
-//!   classification.
+//! - `engine.rs`: the wasmtime engine (its instance pool) and the epoch ticker.
+//! - `split.rs`: the wasm transforms: the runtime into code module and base image, a memory into a
+//!   handler image.
+//! - `runtime.rs`: the compiled runtime code (through the artifact cache) and how an instance of it
+//!   is put together over a memory image.
+//! - `publish.rs`: source → top-level code evaluated over the base image → handler image.
+//! - `call.rs`: one call: a `Store`, the handler's image and the runtime code instantiated from the
+//!   pool, input in, outcome out, trap classification.
 //! - `host.rs`: everything the guest may import: the `parley` host functions and a WASI shim with no
 //!   ambient authority.
 //! - `cache.rs`: the on-disk artifact cache; the only place with `unsafe`.
@@ -23,7 +33,11 @@
 //!
 //! # Invariants
 //! - No wasmtime type appears in the public API; wasmtime errors are flattened into [`SandboxError`].
-//! - One `Store` and one instance per call; nothing a handler does survives its call.
+//! - One `Store` per call, holding that call's two instances (the handler's memory image and the
+//!   runtime code); nothing a handler does survives its call. Handlers share compiled code, never
+//!   memory: each call's memory comes from its own handler's image.
+//! - The runtime code keeps no state outside its memory between calls: its mutable globals must be
+//!   back at their initial values when a handler has been loaded (checked at publish).
 //! - A precompiled artifact is loaded only if its HMAC, keyed by a secret in the cache directory,
 //!   verifies: the sandbox only loads native code it produced itself.
 //! - Libraries never read the environment: all limits come from [`SandboxConfig`].
@@ -35,20 +49,22 @@ mod engine;
 mod error;
 mod host;
 mod publish;
+mod runtime;
+mod split;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use wasmtime::{Engine, InstancePre, Linker, Module};
+use wasmtime::Engine;
 
 pub use crate::config::{ConfigError, SandboxConfig};
 pub use crate::error::SandboxError;
 
 use crate::cache::ArtifactCache;
 use crate::engine::Ticker;
-use crate::host::CallState;
+use crate::runtime::{Image, Runtime, RuntimeState};
 
 /// The guest runtime, embedded at build time (see `build.rs`).
 pub(crate) const RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_RUNTIME_WASM"));
@@ -190,7 +206,8 @@ impl CallReport {
     }
 }
 
-/// A published handler: its compiled snapshot, ready to instantiate. Cheap to clone.
+/// A published handler: its memory image, ready to instantiate under the sandbox's shared runtime
+/// code. Cheap to clone.
 #[derive(Clone)]
 pub struct Handler {
     inner: Arc<HandlerInner>,
@@ -200,7 +217,8 @@ struct HandlerInner {
     hash: String,
     from_cache: bool,
     engine: Engine,
-    pre: InstancePre<CallState>,
+    runtime: Arc<Runtime>,
+    image: Image,
 }
 
 impl std::fmt::Debug for Handler {
@@ -218,13 +236,17 @@ impl Handler {
         &self.inner.hash
     }
 
-    /// Whether `publish` found this handler's compiled artifact in the cache.
+    /// Whether publishing this handler compiled nothing: the runtime's code was already compiled
+    /// by this sandbox or loaded from the artifact cache, so the handler cost only the evaluation of
+    /// its top-level code and its (code-less) memory image. False for the publish that compiled the
+    /// runtime.
     pub fn from_cache(&self) -> bool {
         self.inner.from_cache
     }
 }
 
-/// The sandbox: engines, instance pool, cache and epoch ticker. `Send + Sync`; share it in an `Arc`.
+/// The sandbox: the engine, its instance pool, the runtime's compiled code, the artifact cache and
+/// the epoch ticker. `Send + Sync`; share it in an `Arc`.
 #[derive(Clone)]
 pub struct Sandbox {
     inner: Arc<SandboxInner>,
@@ -241,12 +263,12 @@ impl std::fmt::Debug for Sandbox {
 pub(crate) struct SandboxInner {
     config: SandboxConfig,
     engine: Engine,
-    linker: Linker<CallState>,
-    publish_engine: Engine,
-    publish_linker: Linker<CallState>,
-    /// The wizer-instrumented runtime compiled for `publish_engine`, built on first publish.
-    instrumented: std::sync::Mutex<Option<Module>>,
+    /// The runtime split into code and base image at `new`; its code compiled (or loaded from the
+    /// cache) on first need. The lock is held while compiling, so concurrent publishes compile once.
+    runtime: std::sync::Mutex<RuntimeState>,
     cache: Option<ArtifactCache>,
+    /// Turns for publishes, which have instance slots of their own beside the calls'.
+    publish_slots: publish::PublishSlots,
     /// One permit per pooled instance: calls beyond the pool wait here instead of failing. A
     /// finished call keeps its permit until its instance is reset (see `call::Release`).
     slots: Arc<tokio::sync::Semaphore>,
@@ -258,21 +280,22 @@ pub(crate) struct SandboxInner {
 }
 
 impl Sandbox {
-    /// Creates a sandbox: validates `config`, builds the engines and the instance pool, opens the
-    /// artifact cache and starts the epoch ticker.
+    /// Creates a sandbox: validates `config`, splits the embedded runtime into its code module and
+    /// base image (a runtime that cannot be split is an `internal` error), builds the engine and
+    /// the instance pool, opens the artifact cache and starts the epoch ticker. Compiles nothing:
+    /// see [`Sandbox::warm_up`].
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         config.validate()?;
+        let split = split::split(RUNTIME_WASM)
+            .map_err(|e| SandboxError::internal_with("splitting the embedded runtime", e))?;
         let engine = engine::call_engine(&config)?;
-        let publish_engine = engine::publish_engine(&config)?;
-        let linker = host::linker(&engine, host::Phase::Call)?;
-        let publish_linker = host::linker(&publish_engine, host::Phase::Publish)?;
         let cache = config
             .cache_dir
             .as_deref()
             .map(ArtifactCache::open)
             .transpose()?;
         let slots = Arc::new(tokio::sync::Semaphore::new(config.pool_instances as usize));
-        let ticker = Ticker::start(vec![engine.clone(), publish_engine.clone()])?;
+        let ticker = Ticker::start(engine.clone())?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -280,11 +303,9 @@ impl Sandbox {
             inner: Arc::new(SandboxInner {
                 config,
                 engine,
-                linker,
-                publish_engine,
-                publish_linker,
-                instrumented: std::sync::Mutex::new(None),
+                runtime: std::sync::Mutex::new(RuntimeState::Split(Box::new(split))),
                 cache,
+                publish_slots: publish::PublishSlots::new(engine::PUBLISH_INSTANCES),
                 slots,
                 resets: Arc::default(),
                 ticker,
@@ -298,19 +319,20 @@ impl Sandbox {
         &self.inner.config
     }
 
-    /// Compiles and snapshots a handler source, or loads it from the artifact cache. Blocking and CPU
-    /// heavy on a cache miss (about a second): call it from `spawn_blocking` in async code.
+    /// Evaluates a handler source's top-level code once and keeps the resulting memory as the
+    /// handler's image. Blocking: it takes milliseconds (the top-level code's own time, up to
+    /// `publish_deadline_ms`, plus turning the memory into an image), and the first publish in a
+    /// sandbox that was not warmed up also compiles the runtime's code (seconds) or loads it from
+    /// the artifact cache. Call it from `spawn_blocking` in async code.
     pub fn publish(&self, source: &str) -> Result<Handler, SandboxError> {
         publish::publish(&self.inner, source)
     }
 
-    /// Publishes a trivial handler so that the instrumented runtime and the compiler's
-    /// function cache are ready before the first real handler arrives: the first negotiation
-    /// then pays only its own handler's (mostly cached) compile. Blocking, like
-    /// [`Sandbox::publish`].
+    /// Compiles the runtime's code, or loads it from the artifact cache, so that publishing is
+    /// quick from the first handler on. Idempotent; concurrent callers (and publishes) wait for
+    /// the one compile. Blocking, like [`Sandbox::publish`].
     pub fn warm_up(&self) -> Result<(), SandboxError> {
-        self.publish("function handle(request) { return request; }")
-            .map(drop)
+        self.inner.runtime().map(drop)
     }
 
     /// Runs one call with fresh isolation. The guest runs on a pooled fiber stack inside the
@@ -382,6 +404,22 @@ impl Sandbox {
 }
 
 impl SandboxInner {
+    /// The compiled runtime, compiling or loading it first if needed; also whether this call
+    /// compiled it.
+    fn runtime(&self) -> Result<(Arc<Runtime>, bool), SandboxError> {
+        let mut state = self
+            .runtime
+            .lock()
+            .map_err(|_| SandboxError::internal("the runtime lock is poisoned"))?;
+        let (runtime, compiled) = match &*state {
+            RuntimeState::Ready(runtime) => return Ok((Arc::clone(runtime), false)),
+            RuntimeState::Split(split) => Runtime::load_or_compile(self, split)?,
+        };
+        let runtime = Arc::new(runtime);
+        *state = RuntimeState::Ready(Arc::clone(&runtime));
+        Ok((runtime, compiled))
+    }
+
     /// A free instance slot. An async caller on a tokio runtime waits for one up to the call
     /// deadline; anyone else gets one only if it is free now. Then: `overloaded`.
     async fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, SandboxError> {

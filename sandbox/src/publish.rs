@@ -1,57 +1,70 @@
-//! Publishing: handler source → wizer snapshot → compiled module, through the artifact cache.
+//! Publishing: handler source → the runtime's memory after the handler's top-level code ran → a
+//! handler image.
 //!
-//! The snapshot is the whole point of the design: QuickJS's runtime, context, prelude and the handler's
-//! compiled bytecode and top-level state are built once here, so a call starts from a ready `handle`
-//! function in a copy-on-write image instead of booting a JavaScript engine.
+//! A handler is not code: every handler runs the same runtime code, which the sandbox compiles once
+//! (or loads from the artifact cache; see `runtime.rs`). What publishing produces is the state a
+//! call starts from: QuickJS's runtime and context, the prelude, the handler's compiled bytecode and
+//! its top-level state, all of which live in the runtime's linear memory. Publishing instantiates
+//! the runtime over its base image, evaluates the source once (`parley_load`), and turns the memory
+//! as it is then into a small code-less module whose data segments are that memory (`split.rs`).
+//! Wasmtime maps the image copy-on-write into each call's memory, so a call starts from a ready
+//! `handle` function instead of booting a JavaScript engine, and compiling the image is quick: it
+//! has no functions.
 
-use std::future::Future;
-use std::pin::pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Module;
-use wasmtime_wizer::{WasmtimeWizer, Wizer};
 
-use crate::cache::WASMTIME_VERSION;
 use crate::call::{classify, limits, new_store, outcome};
-use crate::engine::compatibility_digest;
 use crate::error::SandboxError;
 use crate::host::{CallState, Phase};
-use crate::{
-    Grants, Handler, HandlerInner, NoCapabilities, RUNTIME_SHA256, RUNTIME_WASM, SandboxInner,
-};
+use crate::runtime::{Entry, Runtime};
+use crate::{Grants, Handler, HandlerInner, NoCapabilities, SandboxInner};
 
-/// Version of this crate's artifact format and guest ABI; bump to invalidate every cached artifact.
-const ARTIFACT_FORMAT: &str = "parley-sandbox-artifact-v1";
-
-/// The cache key: sha256 over everything the compiled artifact depends on.
-fn cache_key(kind: &str, handler_hash: &str, engine_digest: u64) -> String {
-    let mut hasher = Sha256::new();
-    for part in [
-        ARTIFACT_FORMAT,
-        kind,
-        RUNTIME_SHA256,
-        handler_hash,
-        WASMTIME_VERSION,
-        &format!("{engine_digest:016x}"),
-    ] {
-        hasher.update(part.as_bytes());
-        hasher.update([0]);
-    }
-    hex::encode(hasher.finalize())
+/// Pool room for publishes, beside the calls': a publish runs the runtime in the call engine, so it
+/// needs an instance slot of its own. At most this many publishes evaluate top-level code at once;
+/// more wait for a turn (up to `publish_deadline_ms`, then `overloaded`).
+#[derive(Debug)]
+pub(crate) struct PublishSlots {
+    free: Mutex<u32>,
+    freed: Condvar,
 }
 
-/// Drives a future that never waits: wizer's snapshot API is async for the benefit of async stores,
-/// but with a synchronous store every await completes immediately.
-fn block_on_ready<F: Future>(future: F) -> Result<F::Output, SandboxError> {
-    let mut future = pin!(future);
-    let mut context = Context::from_waker(Waker::noop());
-    match future.as_mut().poll(&mut context) {
-        Poll::Ready(output) => Ok(output),
-        Poll::Pending => Err(SandboxError::internal(
-            "wizer's snapshot unexpectedly waited on a synchronous store",
-        )),
+/// A publish's turn; the slot is given back when it is dropped.
+pub(crate) struct PublishSlot<'a>(&'a PublishSlots);
+
+impl PublishSlots {
+    pub(crate) fn new(slots: u32) -> Self {
+        PublishSlots {
+            free: Mutex::new(slots),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// A free slot, waiting up to `wait` for one.
+    fn acquire(&self, wait: Duration) -> Result<PublishSlot<'_>, SandboxError> {
+        let poisoned = |_| SandboxError::internal("the publish slots' lock is poisoned");
+        let free = self.free.lock().map_err(poisoned)?;
+        let (mut free, _) = self
+            .freed
+            .wait_timeout_while(free, wait, |free| *free == 0)
+            .map_err(|_| SandboxError::internal("the publish slots' lock is poisoned"))?;
+        if *free == 0 {
+            return Err(SandboxError::Overloaded);
+        }
+        *free -= 1;
+        Ok(PublishSlot(self))
+    }
+}
+
+impl Drop for PublishSlot<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut free) = self.0.free.lock() {
+            *free += 1;
+            self.0.freed.notify_one();
+        }
     }
 }
 
@@ -69,50 +82,35 @@ pub(crate) fn publish(sandbox: &Arc<SandboxInner>, source: &str) -> Result<Handl
     let hash = hex::encode(Sha256::digest(source.as_bytes()));
     let span = tracing::info_span!("sandbox.publish", handler = %hash);
     let _entered = span.enter();
-    let key = cache_key("handler", &hash, compatibility_digest(&sandbox.engine));
+    let started = Instant::now();
 
-    if let Some(cache) = &sandbox.cache
-        && let Some(module) = cache.load(&sandbox.engine, &key)
-    {
-        tracing::debug!("loaded from the artifact cache");
-        return finish(sandbox, hash, module, true);
-    }
-
-    let snapshot = snapshot(sandbox, source)?;
-    let module = Module::new(&sandbox.engine, &snapshot).map_err(|e| SandboxError::Compile {
+    let (runtime, compiled) = sandbox.runtime()?;
+    let _slot = sandbox
+        .publish_slots
+        .acquire(Duration::from_millis(config.publish_deadline_ms))?;
+    let image = load(sandbox, &runtime, source)?;
+    let image_bytes = image.len();
+    let module = Module::new(&sandbox.engine, &image).map_err(|e| SandboxError::Compile {
         source: Box::new(crate::error::WasmtimeError(format!("{e:#}"))),
     })?;
-    if let Some(cache) = &sandbox.cache {
-        cache.store(&key, &module);
-    }
-    finish(sandbox, hash, module, false)
-}
-
-fn finish(
-    sandbox: &Arc<SandboxInner>,
-    hash: String,
-    module: Module,
-    from_cache: bool,
-) -> Result<Handler, SandboxError> {
-    // Anything the module imports beyond the linker's functions traps when called instead of failing
-    // instantiation; our runtime imports nothing else, so this only matters for a corrupted build.
-    let mut linker = sandbox.linker.clone();
-    linker
-        .define_unknown_imports_as_traps(&module)
-        .map_err(|e| SandboxError::wasmtime("linking the handler", e))?;
-    let pre = linker
-        .instantiate_pre(&module)
-        .map_err(|e| SandboxError::wasmtime("linking the handler", e))?;
+    let image = runtime.handler_image(&module)?;
     let handler = Handler {
         inner: Arc::new(HandlerInner {
             hash,
-            from_cache,
+            from_cache: !compiled,
             engine: sandbox.engine.clone(),
-            pre,
+            runtime,
+            image,
         }),
     };
-    // Instantiate once now, so a snapshot that cannot fit the instance limits fails at publish time
-    // rather than on the first request.
+    check_instantiation(sandbox, &handler)?;
+    tracing::debug!(elapsed = ?started.elapsed(), image_bytes, "published");
+    Ok(handler)
+}
+
+/// Instantiates `handler` once the way a call does, so an image that cannot fit the instance limits
+/// fails at publish time rather than on the first request.
+fn check_instantiation(sandbox: &SandboxInner, handler: &Handler) -> Result<(), SandboxError> {
     let state = CallState::new(
         Phase::Call,
         limits(&sandbox.config, sandbox.config.deadline_ms),
@@ -127,65 +125,25 @@ fn finish(
         sandbox.config.deadline_ms,
         sandbox.config.fuel,
     )?;
-    futures::executor::block_on(handler.inner.pre.instantiate_async(&mut store)).map_err(|e| {
-        if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-            .is_some()
-        {
-            return SandboxError::Overloaded;
-        }
-        SandboxError::InvalidHandler {
-            message: format!("the handler's snapshot does not fit the sandbox limits: {e:#}"),
-        }
-    })?;
-    Ok(handler)
-}
-
-/// The wizer-instrumented runtime, compiled for the publish engine: built (or loaded from the cache)
-/// once per sandbox.
-fn instrumented_module(
-    sandbox: &SandboxInner,
-    instrumented_wasm: &[u8],
-) -> Result<Module, SandboxError> {
-    let mut slot = sandbox
-        .instrumented
-        .lock()
-        .map_err(|_| SandboxError::internal("the instrumented-module lock is poisoned"))?;
-    if let Some(module) = slot.as_ref() {
-        return Ok(module.clone());
-    }
-    let key = cache_key(
-        "instrumented-runtime",
-        "",
-        compatibility_digest(&sandbox.publish_engine),
-    );
-    let module = match sandbox
-        .cache
-        .as_ref()
-        .and_then(|cache| cache.load(&sandbox.publish_engine, &key))
-    {
-        Some(module) => module,
-        None => {
-            let module = Module::new(&sandbox.publish_engine, instrumented_wasm)
-                .map_err(|e| SandboxError::wasmtime("compiling the instrumented runtime", e))?;
-            if let Some(cache) = &sandbox.cache {
-                cache.store(&key, &module);
+    let inner = &handler.inner;
+    futures::executor::block_on(inner.runtime.instantiate(&mut store, &inner.image))
+        .map(drop)
+        .map_err(|e| {
+            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                .is_some()
+            {
+                return SandboxError::Overloaded;
             }
-            module
-        }
-    };
-    *slot = Some(module.clone());
-    Ok(module)
+            SandboxError::InvalidHandler {
+                message: format!("the handler's image does not fit the sandbox limits: {e:#}"),
+            }
+        })
 }
 
-/// Evaluates `source` in a fresh runtime instance and snapshots the result into a new wasm module.
-fn snapshot(sandbox: &SandboxInner, source: &str) -> Result<Vec<u8>, SandboxError> {
+/// Evaluates `source` in a fresh instance of the runtime over its base image and returns the
+/// handler image: the memory as the handler's top-level code left it, as a wasm module.
+fn load(sandbox: &SandboxInner, runtime: &Runtime, source: &str) -> Result<Vec<u8>, SandboxError> {
     let config = &sandbox.config;
-    let wizer = Wizer::new();
-    let (context, instrumented_wasm) = wizer
-        .instrument(RUNTIME_WASM)
-        .map_err(|e| SandboxError::wasmtime("instrumenting the runtime", e))?;
-    let module = instrumented_module(sandbox, &instrumented_wasm)?;
-
     let deadline_ms = config.publish_deadline_ms;
     let state = CallState::new(
         Phase::Publish,
@@ -194,29 +152,32 @@ fn snapshot(sandbox: &SandboxInner, source: &str) -> Result<Vec<u8>, SandboxErro
         Arc::new(NoCapabilities),
         sandbox.next_seed(),
     );
-    let mut store = new_store(
-        &sandbox.publish_engine,
-        &sandbox.ticker,
-        state,
-        deadline_ms,
-        None,
-    )?;
-    let instance = sandbox
-        .publish_linker
-        .instantiate(&mut store, &module)
-        .map_err(|e| SandboxError::wasmtime("instantiating the runtime", e))?;
+    // The epoch deadline bounds top-level code; fuel, if the engine counts it, must not.
+    let fuel = config.fuel.map(|_| u64::MAX);
+    let mut store = new_store(&sandbox.engine, &sandbox.ticker, state, deadline_ms, fuel)?;
 
-    let loaded = (|| {
-        let alloc = instance.get_typed_func::<u32, u32>(&mut store, "parley_alloc")?;
-        let load = instance.get_typed_func::<(u32, u32), u32>(&mut store, "parley_load")?;
-        let memory = instance
-            .get_memory(&mut store, "memory")
-            .ok_or_else(|| wasmtime::Error::msg("the runtime exports no memory"))?;
+    let instance = futures::executor::block_on(runtime.instantiate(&mut store, &runtime.base))
+        .map_err(|e| {
+            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                .is_some()
+            {
+                return SandboxError::Overloaded;
+            }
+            SandboxError::wasmtime("instantiating the runtime", e)
+        })?;
+    let initial_globals = runtime.globals(&mut store, &instance)?;
+    let entry = &runtime.entry;
+    let memory = entry
+        .memory(&instance, &mut store)
+        .map_err(|e| SandboxError::wasmtime("the runtime's memory", e))?;
+    let loaded = futures::executor::block_on(async {
+        let alloc = Entry::func::<u32, u32>(&instance, &mut store, &entry.alloc)?;
+        let load = Entry::func::<(u32, u32), u32>(&instance, &mut store, &entry.load)?;
         let len = u32::try_from(source.len())?;
-        let ptr = alloc.call(&mut store, len)?;
+        let ptr = alloc.call_async(&mut store, len).await?;
         memory.write(&mut store, ptr as usize, source.as_bytes())?;
-        load.call(&mut store, (ptr, len))
-    })();
+        load.call_async(&mut store, (ptr, len)).await
+    });
     match loaded {
         Ok(0) => {}
         Ok(_) => {
@@ -249,13 +210,19 @@ fn snapshot(sandbox: &SandboxInner, source: &str) -> Result<Vec<u8>, SandboxErro
             "top-level code logged output (discarded)"
         );
     }
-    let snapshot = block_on_ready(wizer.snapshot(
-        &context,
-        &mut WasmtimeWizer {
-            store: &mut store,
-            instance,
-        },
-    ))?
-    .map_err(|e| SandboxError::wasmtime("snapshotting the handler", e))?;
-    Ok(snapshot)
+    // A call starts with the globals' initial values, since the image holds only the memory. The
+    // shadow stack pointer, the runtime's only mutable global, is back where it started once
+    // `parley_load` has returned.
+    for ((name, initial), (_, now)) in initial_globals
+        .iter()
+        .zip(runtime.globals(&mut store, &instance)?)
+    {
+        if *initial != now {
+            return Err(SandboxError::internal(format!(
+                "the runtime's global `{name}` is {now:#x} after loading the handler, not its \
+                 initial {initial:#x}: the memory image alone would not restore it"
+            )));
+        }
+    }
+    Ok(runtime.layout.handler_image(memory.data(&store)))
 }

@@ -367,3 +367,38 @@ async fn next_call_takes_over() {
         assert_eq!(out.output, json!({ "done": true }));
     }
 }
+
+#[test]
+fn a_blocking_call_inside_a_tokio_task_survives_its_epoch_yields() {
+    // A handler that computes for a while meets several epoch ticks, and yields at each. Called
+    // with `call_blocking` from inside a tokio task, those yields must wake the blocking
+    // executor themselves: tokio's own yield would wait for a scheduler the blocked thread
+    // never gets back to, and the call would hang.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let out = runtime.block_on(async {
+            tokio::spawn(async {
+                let sandbox = sandbox(1, 5_000);
+                let handler = sandbox
+                    .publish(
+                        "function handle(r) { const end = Date.now() + r.ms; let n = 0; \
+                         while (Date.now() < end) n++; return { spun: n > 0 }; }",
+                    )
+                    .expect("publish");
+                plain_blocking(&sandbox, &handler, &json!({ "ms": 30 }))
+            })
+            .await
+            .expect("task")
+        });
+        let _ = done_tx.send(out);
+    });
+    let out = done_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the blocking call returns instead of hanging")
+        .expect("call");
+    assert_eq!(out.output, json!({ "spun": true }));
+}

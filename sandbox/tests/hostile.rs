@@ -1,7 +1,7 @@
 //! Hostile guests: handlers that try to escape or exhaust the sandbox. Each attack must end in the right
 //! typed error, within its deadline, with the process healthy and the next call unaffected.
 //!
-//! One handler carries every attack (selected by `request.attack`), so the suite compiles one snapshot
+//! One handler carries every attack (selected by `request.attack`), so the suite publishes one handler
 //! instead of one per attack; it runs through the real guest runtime in real wasmtime.
 
 use std::sync::{Arc, OnceLock};

@@ -1,4 +1,5 @@
-//! Publishing: source validation, top-level code limits, the artifact cache, fuel and `run_once`.
+//! Publishing: source validation, top-level code limits, handler images and their isolation, the
+//! runtime code's compile-once and artifact cache, fuel and `run_once`.
 
 use std::sync::{Arc, OnceLock};
 
@@ -15,7 +16,7 @@ fn config() -> SandboxConfig {
     }
 }
 
-/// Failing publishes never reach compilation, so they can share one sandbox cheaply.
+/// The runtime's code is compiled once per sandbox; these tests share one.
 fn sandbox() -> &'static Sandbox {
     static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
     SANDBOX.get_or_init(|| Sandbox::new(config()).expect("valid config"))
@@ -117,11 +118,31 @@ async fn artifact_cache_survives_restarts_and_rejects_tampering() {
 
     let first = Sandbox::new(cached.clone()).expect("valid config");
     let handler = first.publish(ECHO).expect("publishes");
-    assert!(!handler.from_cache());
+    assert!(
+        !handler.from_cache(),
+        "the first publish compiles the runtime"
+    );
     assert_eq!(handler.hash().len(), 64);
+    // Handlers are memory images, not code: the only artifact on disk is the runtime's code.
+    let other = first
+        .publish("function handle(request) { return 2; }")
+        .expect("publishes");
+    assert!(other.from_cache());
+    let artifacts = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .expect("readable")
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .is_ok_and(|e| e.path().extension().is_some_and(|ext| ext == "cwasm"))
+            })
+            .count()
+    };
+    assert_eq!(artifacts(dir.path()), 1);
     drop(first);
 
-    // A "restart": a new sandbox over the same directory loads the artifact instead of compiling.
+    // A "restart": a new sandbox over the same directory loads the runtime's compiled code instead of
+    // compiling it.
     let second = Sandbox::new(cached.clone()).expect("valid config");
     let started = std::time::Instant::now();
     let reloaded = second.publish(ECHO).expect("publishes from cache");
@@ -136,7 +157,8 @@ async fn artifact_cache_survives_restarts_and_rejects_tampering() {
     eprintln!("reload from cache took {reload_time:?}");
     drop(second);
 
-    // Tamper with every artifact: the MAC no longer verifies, so they are discarded and recompiled.
+    // Tamper with the artifact: the MAC no longer verifies, so it is discarded and the runtime
+    // recompiled.
     for entry in std::fs::read_dir(dir.path()).expect("readable") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|ext| ext == "cwasm") {
@@ -149,6 +171,7 @@ async fn artifact_cache_survives_restarts_and_rejects_tampering() {
     let third = Sandbox::new(cached).expect("valid config");
     let recompiled = third.publish(ECHO).expect("recompiles");
     assert!(!recompiled.from_cache(), "a tampered artifact was loaded");
+    assert_eq!(artifacts(dir.path()), 1, "the recompiled code replaced it");
     // A handler belongs to the sandbox (engine) that published it.
     let foreign = third
         .call(&reloaded, &input, &Grants::none(), Arc::new(NoCapabilities))
@@ -306,10 +329,14 @@ fn a_full_pool_is_overloaded_not_stuck() {
 #[test]
 fn warm_up_prepares_the_runtime_and_later_handlers_still_publish_and_run() {
     let sandbox = Sandbox::new(config()).expect("valid config");
-    sandbox.warm_up().expect("the trivial handler publishes");
+    sandbox.warm_up().expect("the runtime compiles");
+    sandbox
+        .warm_up()
+        .expect("and a second warm-up does nothing");
     let handler = sandbox
         .publish(ECHO)
         .expect("a real handler publishes after warm-up");
+    assert!(handler.from_cache(), "warm-up compiled the runtime already");
     let out = sandbox
         .call_blocking(
             &handler,
@@ -319,4 +346,147 @@ fn warm_up_prepares_the_runtime_and_later_handlers_still_publish_and_run() {
         )
         .expect("call");
     assert_eq!(out.output, json!({"echoed": {"a": 1}}));
+}
+
+fn plain_call(
+    sandbox: &Sandbox,
+    handler: &parley_sandbox::Handler,
+    input: serde_json::Value,
+) -> serde_json::Value {
+    sandbox
+        .call_blocking(handler, &input, &Grants::none(), Arc::new(NoCapabilities))
+        .expect("the call succeeds")
+        .output
+}
+
+/// A handler with its own top-level state: a counter, a constant and a global.
+fn stateful(name: &str, start: u32) -> String {
+    format!(
+        r#"let counter = {start};
+        const NAME = "{name}";
+        globalThis.owner = NAME;
+        function handle(request) {{
+          counter += 1;
+          if (request.set) globalThis.owner = request.set;
+          return {{ name: NAME, counter, owner: globalThis.owner }};
+        }}"#
+    )
+}
+
+#[test]
+fn handlers_of_one_sandbox_keep_their_own_state_call_after_call() {
+    let sandbox = Sandbox::new(config()).expect("valid config");
+    let a = sandbox.publish(&stateful("a", 10)).expect("a publishes");
+    let b = sandbox.publish(&stateful("b", 100)).expect("b publishes");
+    assert_ne!(a.hash(), b.hash());
+    for _ in 0..3 {
+        // Every call starts from its own handler's top-level state, and what it changes is gone
+        // for the next call, of either handler.
+        assert_eq!(
+            plain_call(&sandbox, &a, json!({ "set": "mallory" })),
+            json!({ "name": "a", "counter": 11, "owner": "mallory" })
+        );
+        assert_eq!(
+            plain_call(&sandbox, &b, json!({})),
+            json!({ "name": "b", "counter": 101, "owner": "b" })
+        );
+        assert_eq!(
+            plain_call(&sandbox, &a, json!({})),
+            json!({ "name": "a", "counter": 11, "owner": "a" })
+        );
+        assert_eq!(
+            plain_call(&sandbox, &b, json!({ "set": "eve" })),
+            json!({ "name": "b", "counter": 101, "owner": "eve" })
+        );
+    }
+    // Side by side, on two threads at once.
+    std::thread::scope(|scope| {
+        for (handler, name, counter) in [(&a, "a", 11), (&b, "b", 101)] {
+            let sandbox = &sandbox;
+            scope.spawn(move || {
+                for _ in 0..50 {
+                    assert_eq!(
+                        plain_call(sandbox, handler, json!({})),
+                        json!({ "name": name, "counter": counter, "owner": name })
+                    );
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn only_one_publish_per_sandbox_compiles_even_when_they_race() {
+    let sandbox = Sandbox::new(config()).expect("valid config");
+    let handlers: Vec<_> = std::thread::scope(|scope| {
+        let racers: Vec<_> = (0..3)
+            .map(|n| {
+                let sandbox = &sandbox;
+                scope.spawn(move || sandbox.publish(&stateful(&format!("racer{n}"), n)))
+            })
+            .collect();
+        racers
+            .into_iter()
+            .map(|racer| racer.join().expect("thread").expect("publishes"))
+            .collect()
+    });
+    assert_eq!(
+        handlers.iter().filter(|h| !h.from_cache()).count(),
+        1,
+        "exactly one of the racing publishes compiled the runtime"
+    );
+    let later = sandbox.publish(ECHO).expect("publishes");
+    assert!(later.from_cache(), "a later handler compiles nothing");
+    for (n, handler) in handlers.iter().enumerate() {
+        assert_eq!(plain_call(&sandbox, handler, json!({}))["counter"], n + 1);
+    }
+}
+
+#[test]
+fn top_level_code_may_grow_the_memory() {
+    let sandbox = Sandbox::new(SandboxConfig {
+        publish_deadline_ms: 5_000,
+        ..config()
+    })
+    .expect("valid config");
+    // 8 MiB of dense data kept in a global, plus a big array: the image's memory is far larger
+    // than the runtime's own.
+    let dense = sandbox
+        .publish(
+            r#"const BIG = new Uint8Array(8 << 20).fill(1);
+               for (let i = 0; i < BIG.length; i += 4099) BIG[i] = i % 251;
+               const LIST = Array.from({ length: 100000 }, (_, i) => i * 2);
+               function handle(request) {
+                 const seen = { length: BIG.length, at: BIG[request.at], list: LIST.length,
+                   last: LIST[LIST.length - 1] };
+                 BIG.fill(0);
+                 LIST.length = 0;
+                 return seen;
+               }"#,
+        )
+        .expect("a handler with a big top-level state publishes");
+    // Sparse: 24 MiB, one byte in every 64 KiB.
+    let sparse = sandbox
+        .publish(
+            r#"const SPARSE = new Uint8Array(24 << 20);
+               for (let i = 0; i < SPARSE.length; i += 65536) SPARSE[i] = 1 + (i >> 16) % 200;
+               function handle(request) {
+                 let sum = 0;
+                 for (let i = 0; i < SPARSE.length; i += 65536) sum += SPARSE[i];
+                 SPARSE.fill(9);
+                 return { sum };
+               }"#,
+        )
+        .expect("a handler with a sparse top-level state publishes");
+    let expected_sum: u64 = (0..384u64).map(|page| 1 + page % 200).sum();
+    for _ in 0..3 {
+        assert_eq!(
+            plain_call(&sandbox, &dense, json!({ "at": 4099 * 7 })),
+            json!({ "length": 8 << 20, "at": (4099 * 7) % 251, "list": 100000, "last": 199998 })
+        );
+        assert_eq!(
+            plain_call(&sandbox, &sparse, json!({})),
+            json!({ "sum": expected_sum })
+        );
+    }
 }

@@ -318,7 +318,8 @@ struct NegotiationTiming {
     /// Hello → the provider's destinationHello (plus the requester's local store write).
     hello: Duration,
     /// protocolNegotiation → the provider's acceptance and codeGeneration: evaluation,
-    /// handler generation, sandbox publish (wizer snapshot + compile) and verification.
+    /// handler generation, sandbox publish (top-level code evaluated into a memory image; the
+    /// runtime's code is compiled once per provider) and verification.
     provider_build: Duration,
     /// The requester's codeGeneration and its local records.
     finish: Duration,
@@ -753,10 +754,11 @@ fn print_negotiations(cold: &[NegotiationTiming], warm: &[NegotiationTiming]) {
     }
     println!(
         "cold = a fresh provider per run (fresh data dir: empty sandbox artifact cache, so the \
-         wizer-instrumented runtime is compiled too); warm = one provider after an untimed run, \
-         a new protocol hash per run: the handler (its source names the hash) is still \
-         snapshotted and compiled every run (one new artifact), the instrumented runtime is \
-         reused. cache files include the cache's key file"
+         runtime's code is compiled during the run: the test app does not warm up); \
+         warm = one provider after an untimed run, a new protocol hash per run: the handler (its \
+         source names the hash) is evaluated into a new memory image every run, the compiled \
+         runtime code is reused and nothing new is cached. cache files include the cache's key \
+         file"
     );
 }
 

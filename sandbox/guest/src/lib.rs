@@ -5,8 +5,8 @@
 //!
 //! * `parley_alloc(len) -> ptr` hands the host a buffer to write into (the handler source, the input);
 //! * `parley_load(ptr, len) -> status` evaluates the prelude and the handler source. The host calls it
-//!   once, at publish time, and then snapshots the whole instance with wizer;
-//! * `parley_run(ptr, len)` runs `handle(JSON.parse(input))` in a fresh instance of that snapshot and
+//!   once, at publish time, and then keeps the instance's memory as the handler's image;
+//! * `parley_run(ptr, len)` runs `handle(JSON.parse(input))` in a fresh instance of that image and
 //!   reports the outcome through the `parley.output` import.
 //!
 //! Imports (module `parley`): `host_call`, `host_take`, `log`, `output`. WASI preview 1 imports are only
