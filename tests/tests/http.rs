@@ -421,25 +421,32 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
     app.stop().await;
 }
 
-/// Writes raw HTTP/1.1 `pieces` to the server, pausing between them so that each arrives as
-/// its own read, and returns the reply's head and body (the request asks for
-/// `connection: close`, so the reply ends with the connection).
-async fn raw_exchange(addr: std::net::SocketAddr, pieces: &[&[u8]]) -> (String, Vec<u8>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    stream.set_nodelay(true).expect("nodelay");
-    for piece in pieces {
-        stream.write_all(piece).await.expect("write");
-        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-    }
+/// Everything the server sends until it closes the connection (at most 10 s).
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
     let mut reply = Vec::new();
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
         stream.read_to_end(&mut reply),
     )
     .await
-    .expect("the reply arrives")
+    .expect("the reply arrives and the connection closes")
     .expect("read");
+    reply
+}
+
+/// Writes raw HTTP/1.1 `pieces` to the server, pausing between them so that each arrives as
+/// its own read, and returns the reply's head and body (the request asks for
+/// `connection: close`, so the reply ends with the connection).
+async fn raw_exchange(addr: std::net::SocketAddr, pieces: &[&[u8]]) -> (String, Vec<u8>) {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    for piece in pieces {
+        stream.write_all(piece).await.expect("write");
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    }
+    let reply = read_until_closed(&mut stream).await;
     let split = reply
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -557,14 +564,7 @@ async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() 
     );
 
     in_flight.write_all(&body[10..]).await.expect("write rest");
-    let mut reply = Vec::new();
-    tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        in_flight.read_to_end(&mut reply),
-    )
-    .await
-    .expect("the reply arrives and the connection closes")
-    .expect("read");
+    let reply = read_until_closed(&mut in_flight).await;
     assert!(
         reply.starts_with(b"HTTP/1.1 200"),
         "{}",
@@ -578,34 +578,19 @@ async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() 
 
 #[tokio::test]
 async fn a_body_that_stops_half_way_is_answered_with_a_timeout() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().expect("tempdir");
     let mut settings = test_settings(dir.path());
     settings.limits.request_timeout_ms = 300;
     let app = TestApp::spawn(&settings).await;
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
-    let mut stalled = tokio::net::TcpStream::connect(app.addr)
-        .await
-        .expect("connect");
     let head = format!(
         "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
     );
-    stalled.write_all(head.as_bytes()).await.expect("head");
-    stalled.write_all(&body[..10]).await.expect("part");
-    let mut reply = Vec::new();
-    tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        stalled.read_to_end(&mut reply),
-    )
-    .await
-    .expect("the server answers without the rest of the body")
-    .expect("read");
-    let text = String::from_utf8_lossy(&reply);
-    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    let split = text.find("\r\n\r\n").expect("head") + 4;
-    let (head, body) = (&text[..split], reply[split..].to_vec());
-    let reply: Value = serde_json::from_slice(&reply_body(head, body)).expect("an NLIP error");
+    // The rest of the body never comes; the server answers anyway.
+    let (status, reply) = raw_exchange(app.addr, &[head.as_bytes(), &body[..10]]).await;
+    assert!(status.starts_with("HTTP/1.1 408"), "{status}");
+    let reply: Value = serde_json::from_slice(&reply_body(&status, reply)).expect("an NLIP error");
     assert_eq!(error_code(&reply), "request_timeout");
     app.stop().await;
 }
