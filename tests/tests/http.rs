@@ -535,7 +535,7 @@ async fn a_body_sent_in_chunks_is_read_whole_and_still_limited() {
 
 #[tokio::test]
 async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().expect("tempdir");
     let app = TestApp::spawn(&test_settings(dir.path())).await;
     let addr = app.addr;
