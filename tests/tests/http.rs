@@ -594,3 +594,93 @@ async fn a_body_that_stops_half_way_is_answered_with_a_timeout() {
     assert_eq!(error_code(&reply), "request_timeout");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_peer_that_trickles_or_withholds_its_request_head_is_disconnected() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.header_read_timeout_ms = 300;
+    let app = TestApp::spawn(&settings).await;
+
+    // Half a request head, then nothing: the server closes the connection.
+    let mut trickle = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    trickle
+        .write_all(b"POST /nlip HTTP/1.1\r\nhost: parley\r\n")
+        .await
+        .expect("write");
+    let reply = read_until_closed(&mut trickle).await;
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.is_empty() || reply.starts_with("HTTP/1.1 408"),
+        "{reply}"
+    );
+
+    // A kept-alive connection that goes quiet after its answer is closed too.
+    let mut idle = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
+    let head = format!(
+        "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    idle.write_all(head.as_bytes()).await.expect("write head");
+    idle.write_all(body).await.expect("write body");
+    let reply = read_until_closed(&mut idle).await;
+    assert!(
+        reply.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+
+    // A connection that never sends a byte is closed as well.
+    let mut silent = tokio::net::TcpStream::connect(app.addr)
+        .await
+        .expect("connect");
+    assert!(read_until_closed(&mut silent).await.is_empty());
+
+    // The server itself is unaffected.
+    let (status, _) = post_json(
+        &app.url(),
+        &json!({"format": "text", "subformat": "english", "content": "help"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_until_one_closes_websockets_included() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.max_connections = 1;
+    let app = TestApp::spawn(&settings).await;
+    let text = json!({"format": "text", "subformat": "english", "content": "help"});
+
+    // A WebSocket session holds the only slot for as long as it is open.
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws/text"))
+        .await
+        .expect("websocket");
+    let waiting = tokio::spawn({
+        let url = app.url();
+        let text = text.clone();
+        async move { post_json(&url, &text).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a second connection is not served while the session holds the slot"
+    );
+
+    socket.close(None).await.expect("close");
+    drop(socket);
+    let (status, _) = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+        .await
+        .expect("served once the session closed")
+        .expect("join");
+    assert_eq!(status, 200);
+    app.stop().await;
+}

@@ -111,6 +111,15 @@ pub struct Limits {
     pub rate_limit_burst: u32,
     /// Most concurrent requests the server works on; more wait in line.
     pub max_concurrent_requests: usize,
+    /// Most open client connections on the NLIP listener, WebSocket sessions included; at the
+    /// limit the listener stops accepting until one closes (new peers wait in the kernel's
+    /// backlog).
+    pub max_connections: usize,
+    /// How long a client may take to send a request's head over HTTP/1, counted from the
+    /// connection's start, or on a kept-alive connection from the previous answer; a
+    /// connection that takes longer is closed, so silent, idle or trickling peers cannot hold
+    /// connections open.
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -124,6 +133,8 @@ impl Default for Limits {
             rate_limit_per_second: 0,
             rate_limit_burst: 50,
             max_concurrent_requests: 1024,
+            max_connections: 10_000,
+            header_read_timeout_ms: 30_000,
         }
     }
 }
@@ -335,6 +346,12 @@ impl Settings {
                 "must be positive",
             ));
         }
+        if l.max_connections == 0 {
+            return Err(invalid("limits.max_connections", "must be positive"));
+        }
+        if l.header_read_timeout_ms == 0 {
+            return Err(invalid("limits.header_read_timeout_ms", "must be positive"));
+        }
         if l.rate_limit_per_second > 0 && l.rate_limit_burst == 0 {
             return Err(invalid(
                 "limits.rate_limit_burst",
@@ -470,10 +487,25 @@ mod tests {
         let file = dir.path().join("bad.toml");
         std::fs::write(&file, "no_such_setting = 1\n").expect("write");
         let err = Settings::load(&ServeArgs {
-            config: Some(file),
+            config: Some(file.clone()),
             ..Default::default()
         })
         .expect_err("unknown key");
         assert!(err.to_string().contains("no_such_setting"), "{err}");
+        for (line, setting) in [
+            ("max_connections = 0", "limits.max_connections"),
+            (
+                "header_read_timeout_ms = 0",
+                "limits.header_read_timeout_ms",
+            ),
+        ] {
+            std::fs::write(&file, format!("[limits]\n{line}\n")).expect("write");
+            let err = Settings::load(&ServeArgs {
+                config: Some(file.clone()),
+                ..Default::default()
+            })
+            .expect_err(setting);
+            assert!(err.to_string().contains(setting), "{setting}: {err}");
+        }
     }
 }

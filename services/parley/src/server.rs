@@ -8,13 +8,13 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use futures::FutureExt as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -142,12 +142,35 @@ async fn serve_nlip(
         router: app(state.clone()),
         state,
     });
+    let limits = &shared.state.limits;
+    let first_byte = Duration::from_millis(limits.header_read_timeout_ms);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(first_byte);
     // RFC 8441 extended CONNECT: WebSocket over HTTP/2.
     builder.http2().enable_connect_protocol();
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut stop = std::pin::pin!(stop);
     loop {
+        if slots.available_permits() == 0 {
+            tracing::warn!(
+                limit = limits.max_connections,
+                "limits.max_connections reached: no new connections until one closes"
+            );
+        }
+        // Nothing closes the semaphore; `Err` cannot happen.
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(permit) => ConnectionSlot {
+                    _permit: Arc::new(permit),
+                },
+                Err(_) => break,
+            },
+            () = &mut stop => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -158,16 +181,31 @@ async fn serve_nlip(
             },
             () = &mut stop => break,
         };
+        // The service lives as long as the connection, and with it the slot; a WebSocket
+        // session takes a clone along when the connection is upgraded.
         let service = NlipService {
             shared: shared.clone(),
             peer,
+            slot,
         };
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = connections.watch(connection);
+        let builder = builder.clone();
+        let watcher = connections.watcher();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            // hyper's head timer starts at a request's first byte (or at the previous answer);
+            // a peer that connects and never sends one gets the same time, then is dropped.
+            // (`peek`, not `readable`: readiness may be reported before any byte has come.)
+            let mut first = [0u8; 1];
+            if !matches!(
+                tokio::time::timeout(first_byte, stream.peek(&mut first)).await,
+                Ok(Ok(1..))
+            ) {
+                tracing::debug!(%peer, "connection closed: no request within the head timeout");
+                return;
+            }
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(connection).await {
                 tracing::trace!(%peer, error = %e, "connection ended with an error");
             }
         });
@@ -207,6 +245,14 @@ struct Shared {
 struct NlipService {
     shared: Arc<Shared>,
     peer: SocketAddr,
+    slot: ConnectionSlot,
+}
+
+/// One of the listener's `limits.max_connections` slots, held by a connection and by the
+/// WebSocket session it was upgraded to; freed when both are gone.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionSlot {
+    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
 }
 
 type NlipBody = http_body_util::Either<http_body_util::Full<Bytes>, Body>;
@@ -231,6 +277,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
         }
         let mut request = request;
         request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(self.slot.clone());
         Box::pin(async move {
             use tower::ServiceExt as _;
             let response = shared.router.clone().oneshot(request).await?;
@@ -481,23 +528,36 @@ async fn ws_cbor(
     ws: WebSocketUpgrade,
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    slot: Option<Extension<ConnectionSlot>>,
 ) -> Response {
-    upgrade(ws, state, peer, Framing::Cbor)
+    upgrade(ws, state, peer, slot, Framing::Cbor)
 }
 
 async fn ws_text(
     ws: WebSocketUpgrade,
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    slot: Option<Extension<ConnectionSlot>>,
 ) -> Response {
-    upgrade(ws, state, peer, Framing::Text)
+    upgrade(ws, state, peer, slot, Framing::Text)
 }
 
-fn upgrade(ws: WebSocketUpgrade, state: AppState, peer: SocketAddr, framing: Framing) -> Response {
+/// The session keeps the connection's slot (`limits.max_connections`) until it ends; a router
+/// served other than by [`serve`] has none.
+fn upgrade(
+    ws: WebSocketUpgrade,
+    state: AppState,
+    peer: SocketAddr,
+    slot: Option<Extension<ConnectionSlot>>,
+    framing: Framing,
+) -> Response {
     let limit = state.limits.max_message_bytes;
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| run_socket(socket, state, peer, framing))
+        .on_upgrade(move |socket| async move {
+            run_socket(socket, state, peer, framing).await;
+            drop(slot);
+        })
 }
 
 /// One connection: messages are answered in order; pings keep it alive; a peer silent for
