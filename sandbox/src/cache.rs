@@ -21,6 +21,16 @@ use crate::error::SandboxError;
 const MAGIC: &[u8; 8] = b"PRLYART1";
 const KEY_FILE: &str = "artifact.key";
 const MAC_LEN: usize = 32;
+const ARTIFACT_SUFFIX: &str = ".cwasm";
+
+/// An artifact no process has loaded or stored for this long is deleted by [`ArtifactCache::sweep`]:
+/// left behind by an upgrade (a new runtime, wasmtime or engine configuration means a new key) or by
+/// an older cache layout. Processes that share a cache directory with different configurations keep
+/// their artifacts fresh by using them, so they do not delete each other's.
+pub(crate) const STALE_AFTER: std::time::Duration =
+    std::time::Duration::from_secs(7 * 24 * 60 * 60);
+/// A temporary file of a write that did not finish (the process died) is deleted after this long.
+const STALE_TMP_AFTER: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
 /// The wasmtime version artifacts are compiled with; pinned with `=` in the workspace manifest and part
 /// of every cache key (wasmtime also refuses artifacts of another version, this just avoids trying).
@@ -77,7 +87,59 @@ impl ArtifactCache {
     }
 
     fn path(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("{key}.cwasm"))
+        self.dir.join(format!("{key}{ARTIFACT_SUFFIX}"))
+    }
+
+    /// Marks the artifact under `key` as in use (its modification time is what [`Self::sweep`]
+    /// goes by) and deletes artifacts unused for `stale_after` and temporary files of writes that
+    /// never finished. Failures are logged: the cache is an optimisation. Returns how many files
+    /// it deleted.
+    pub(crate) fn sweep(&self, key: &str, stale_after: std::time::Duration) -> usize {
+        let now = std::time::SystemTime::now();
+        if let Err(error) = fs::File::options()
+            .write(true)
+            .open(self.path(key))
+            .and_then(|file| file.set_modified(now))
+        {
+            tracing::debug!(key, %error, "sandbox.cache: could not mark the artifact in use");
+        }
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::warn!(dir = %self.dir.display(), %error, "sandbox.cache: cannot list the cache");
+                return 0;
+            }
+        };
+        let current = format!("{key}{ARTIFACT_SUFFIX}");
+        let mut deleted = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let max_age = if name.ends_with(ARTIFACT_SUFFIX) && name != current {
+                stale_after
+            } else if name.starts_with('.') && name.ends_with(".tmp") {
+                STALE_TMP_AFTER
+            } else {
+                continue;
+            };
+            let age = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|modified| now.duration_since(modified).ok());
+            if age.is_some_and(|age| age >= max_age) {
+                match fs::remove_file(entry.path()) {
+                    Ok(()) => deleted += 1,
+                    Err(error) => {
+                        tracing::debug!(file = name, %error, "sandbox.cache: could not delete");
+                    }
+                }
+            }
+        }
+        if deleted > 0 {
+            tracing::info!(deleted, "sandbox.cache: deleted unused artifacts");
+        }
+        deleted
     }
 
     /// Loads the artifact stored under `key`, if there is one with a valid MAC. A missing file is `None`;
@@ -281,6 +343,51 @@ mod tests {
         fs::set_permissions(cache_dir.join(KEY_FILE), fs::Permissions::from_mode(0o644))
             .expect("chmod");
         assert!(ArtifactCache::open(&cache_dir).is_err());
+    }
+
+    #[test]
+    fn sweep_deletes_only_stale_artifacts_and_abandoned_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cache = ArtifactCache::open(dir.path()).expect("open");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 3600);
+        let file = |name: &str, modified: Option<std::time::SystemTime>| {
+            let path = dir.path().join(name);
+            fs::write(&path, b"x").expect("write");
+            if let Some(modified) = modified {
+                fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(modified))
+                    .expect("set mtime");
+            }
+            path
+        };
+        let current = file("current.cwasm", Some(old));
+        let stale = file("previous-version.cwasm", Some(old));
+        let fresh = file("other-config.cwasm", None);
+        let abandoned = file(".current.123.tmp", Some(old));
+        let writing = file(".current.456.tmp", None);
+        let unrelated = file("notes.txt", Some(old));
+
+        let deleted = cache.sweep("current", std::time::Duration::from_secs(3600));
+        assert_eq!(deleted, 2);
+        assert!(current.exists(), "the artifact in use stays");
+        assert!(
+            !stale.exists(),
+            "an artifact unused for longer than the limit goes"
+        );
+        assert!(
+            fresh.exists(),
+            "a recently used artifact of another configuration stays"
+        );
+        assert!(!abandoned.exists(), "an old temporary file goes");
+        assert!(writing.exists(), "a write in progress stays");
+        assert!(unrelated.exists(), "files the cache did not write stay");
+        assert!(dir.path().join(KEY_FILE).exists(), "the key stays");
+        let touched = fs::metadata(&current)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        assert!(touched > old, "the artifact in use is marked as used");
     }
 
     #[test]

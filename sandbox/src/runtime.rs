@@ -177,6 +177,9 @@ impl Runtime {
                 code
             }
         };
+        if let Some(cache) = &sandbox.cache {
+            cache.sweep(&key, crate::cache::STALE_AFTER);
+        }
         let base = Module::new(engine, &split.base_image)
             .map_err(|e| SandboxError::wasmtime("compiling the runtime's memory image", e))?;
         // Anything the runtime imports beyond the linker's functions traps when called instead of

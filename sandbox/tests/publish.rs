@@ -10,7 +10,8 @@ const ECHO: &str = "function handle(request) { return { echoed: request }; }";
 
 fn config() -> SandboxConfig {
     SandboxConfig {
-        publish_deadline_ms: 300,
+        // Long enough for a publish on a loaded two-core machine, short for the endless loop below.
+        publish_deadline_ms: 1_000,
         pool_instances: 4,
         ..SandboxConfig::default()
     }
