@@ -90,19 +90,12 @@ impl ArtifactCache {
         self.dir.join(format!("{key}{ARTIFACT_SUFFIX}"))
     }
 
-    /// Marks the artifact under `key` as in use (its modification time is what [`Self::sweep`]
-    /// goes by) and deletes artifacts unused for `stale_after` and temporary files of writes that
-    /// never finished. Failures are logged: the cache is an optimisation. Returns how many files
-    /// it deleted.
+    /// Deletes artifacts other than `key`'s that nobody stored or loaded for `stale_after` (their
+    /// modification time: `store` writes it, `load` renews it), and temporary files of writes
+    /// that never finished. Failures are logged: the cache is an optimisation. Returns how many
+    /// files it deleted.
     pub(crate) fn sweep(&self, key: &str, stale_after: std::time::Duration) -> usize {
         let now = std::time::SystemTime::now();
-        if let Err(error) = fs::File::options()
-            .write(true)
-            .open(self.path(key))
-            .and_then(|file| file.set_modified(now))
-        {
-            tracing::debug!(key, %error, "sandbox.cache: could not mark the artifact in use");
-        }
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) => {
@@ -171,7 +164,17 @@ impl ArtifactCache {
             return None;
         }
         match deserialize_verified(engine, &bytes[MAGIC.len() + MAC_LEN..]) {
-            Ok(module) => Some(module),
+            Ok(module) => {
+                // Marked as in use: its modification time is what `sweep` goes by.
+                if let Err(error) = fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|file| file.set_modified(std::time::SystemTime::now()))
+                {
+                    tracing::debug!(key, %error, "sandbox.cache: could not mark the artifact in use");
+                }
+                Some(module)
+            }
             Err(error) => {
                 tracing::warn!(path = %path.display(), error = %format!("{error:#}"),
                     "sandbox.cache: artifact rejected by wasmtime; discarding");
@@ -362,7 +365,20 @@ mod tests {
             }
             path
         };
-        let current = file("current.cwasm", Some(old));
+        // The artifact in use: a real one (an empty module), stored long ago and loaded now.
+        let engine = Engine::default();
+        let module = Module::new(&engine, b"\0asm\x01\0\0\0").expect("an empty module");
+        cache.store("current", &module);
+        let current = dir.path().join("current.cwasm");
+        fs::File::options()
+            .write(true)
+            .open(&current)
+            .and_then(|f| f.set_modified(old))
+            .expect("set mtime");
+        assert!(
+            cache.load(&engine, "current").is_some(),
+            "the artifact loads"
+        );
         let stale = file("previous-version.cwasm", Some(old));
         let fresh = file("other-config.cwasm", None);
         let abandoned = file(".current.123.tmp", Some(old));

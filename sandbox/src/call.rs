@@ -297,19 +297,13 @@ impl Resets {
         let runtime = tokio::runtime::Handle::try_current()
             .ok()
             .filter(|_| tokio::task::try_id().is_some());
-        let Some(runtime) = runtime else {
-            drop(store);
-            drop(slot);
+        // Returning drops `store` and `slot`: the reset happens at once.
+        let Some(runtime) = runtime else { return };
+        let Ok(mut pending) = self.pending.lock() else {
             return;
         };
-        match self.pending.lock() {
-            Ok(mut pending) => pending.push((store, slot)),
-            Err(_) => {
-                drop(store);
-                drop(slot);
-                return;
-            }
-        }
+        pending.push((store, slot));
+        drop(pending);
         if !self
             .scheduled
             .swap(true, std::sync::atomic::Ordering::AcqRel)

@@ -36,11 +36,7 @@ impl Image {
         layout: &ImageLayout,
         linker: &Linker<CallState>,
     ) -> Result<Self, SandboxError> {
-        let export = |name: &str| {
-            module.get_export_index(name).ok_or_else(|| {
-                SandboxError::internal(format!("a memory image does not export `{name}`"))
-            })
-        };
+        let export = |name: &str| export_index(module, name, "a memory image");
         let memory = export(IMAGE_MEMORY)?;
         let functions = (0..layout.functions())
             .map(|index| export(&ImageLayout::function_export(index)))
@@ -64,14 +60,19 @@ pub(crate) struct Runtime {
     /// The host functions of a call, with every unknown function import defined as a trap: what
     /// handler images are linked with.
     call_linker: Linker<CallState>,
-    /// Where the memory goes in the code module's import list (after the host functions).
-    memory_import: usize,
     /// Export names of the runtime's mutable globals.
     globals: Vec<String>,
     /// The entry points every call uses, found once rather than by name in every call.
     pub(crate) entry: Entry,
     /// The shape of every image.
     pub(crate) layout: ImageLayout,
+}
+
+/// The index of `module`'s export `name`, or an internal error naming `what` lacks it.
+fn export_index(module: &Module, name: &str, what: &str) -> Result<ModuleExport, SandboxError> {
+    module
+        .get_export_index(name)
+        .ok_or_else(|| SandboxError::internal(format!("{what} does not export `{name}`")))
 }
 
 /// The code module's exports a call or a publish uses.
@@ -85,11 +86,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     fn of(code: &Module) -> Result<Entry, SandboxError> {
-        let export = |name: &str| {
-            code.get_export_index(name).ok_or_else(|| {
-                SandboxError::internal(format!("the runtime does not export `{name}`"))
-            })
-        };
+        let export = |name: &str| export_index(code, name, "the runtime");
         Ok(Entry {
             alloc: export("parley_alloc")?,
             load: export("parley_load")?,
@@ -192,13 +189,14 @@ impl Runtime {
                 .map_err(|e| SandboxError::wasmtime("linking the runtime", e))?;
             Ok(linker)
         };
-        let memory_import = code
+        // `split` puts the memory import after the host functions; `instantiate` relies on it.
+        let memory_last = code
             .imports()
-            .position(|import| import.module() == IMAGE_MODULE && import.name() == IMAGE_MEMORY)
-            .ok_or_else(|| SandboxError::internal("the runtime code imports no memory"))?;
-        if code.imports().len() != split.layout.functions() + 1 {
+            .last()
+            .is_some_and(|import| import.module() == IMAGE_MODULE && import.name() == IMAGE_MEMORY);
+        if !memory_last || code.imports().len() != split.layout.functions() + 1 {
             return Err(SandboxError::internal(
-                "the runtime code imports other than its host functions and memory",
+                "the runtime code does not import its host functions and then its memory",
             ));
         }
         let base = Image::new(&base, &split.layout, &linker(Phase::Publish)?)?;
@@ -208,7 +206,6 @@ impl Runtime {
                 call_linker: linker(Phase::Call)?,
                 code,
                 base,
-                memory_import,
                 globals: split.globals.clone(),
                 layout: split.layout.clone(),
             },
@@ -216,7 +213,7 @@ impl Runtime {
         ))
     }
 
-    /// A handler image compiled from `wasm`, linked for calls.
+    /// A compiled handler image, linked for calls.
     pub(crate) fn handler_image(&self, module: &Module) -> Result<Image, SandboxError> {
         Image::new(module, &self.layout, &self.call_linker)
     }
@@ -234,16 +231,13 @@ impl Runtime {
                 .get_module_export(&mut *store, export)
                 .ok_or_else(|| wasmtime::Error::msg("a memory image lacks an export"))
         };
-        let mut imports = Vec::with_capacity(image.functions.len() + 1);
-        for function in &image.functions {
-            if imports.len() == self.memory_import {
-                imports.push(export(&image.memory)?);
-            }
-            imports.push(export(function)?);
-        }
-        if imports.len() == self.memory_import {
-            imports.push(export(&image.memory)?);
-        }
+        // The code module's imports: the host functions, then the memory.
+        let imports = image
+            .functions
+            .iter()
+            .chain(std::iter::once(&image.memory))
+            .map(&mut export)
+            .collect::<wasmtime::Result<Vec<_>>>()?;
         Instance::new_async(&mut *store, &self.code, &imports).await
     }
 

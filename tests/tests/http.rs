@@ -376,10 +376,7 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
     // The first request takes the only permit and holds it: its body is only half sent.
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
     let mut slow = tokio::net::TcpStream::connect(host).await.expect("connect");
-    let head = format!(
-        "POST /nlip HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len(), false);
     slow.write_all(head.as_bytes()).await.expect("write head");
     slow.write_all(&body[..10]).await.expect("write part");
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -419,6 +416,15 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
         .expect("join");
     assert_eq!(status, 200);
     app.stop().await;
+}
+
+/// The head of a raw `POST /nlip` whose JSON body is `len` bytes; with `close`, it asks the
+/// server to close the connection after its reply.
+fn post_head(len: usize, close: bool) -> String {
+    let connection = if close { "connection: close\r\n" } else { "" };
+    format!(
+        "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n{connection}\r\n"
+    )
 }
 
 /// Everything the server sends until it closes the connection (at most 10 s).
@@ -541,10 +547,7 @@ async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() 
     let addr = app.addr;
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
     let mut in_flight = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let head = format!(
-        "POST /nlip HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len(), false);
     in_flight
         .write_all(head.as_bytes())
         .await
@@ -583,10 +586,7 @@ async fn a_body_that_stops_half_way_is_answered_with_a_timeout() {
     settings.limits.request_timeout_ms = 300;
     let app = TestApp::spawn(&settings).await;
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
-    let head = format!(
-        "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len(), true);
     // The rest of the body never comes; the server answers anyway.
     let (status, reply) = raw_exchange(app.addr, &[head.as_bytes(), &body[..10]]).await;
     assert!(status.starts_with("HTTP/1.1 408"), "{status}");
@@ -623,10 +623,7 @@ async fn a_peer_that_trickles_or_withholds_its_request_head_is_disconnected() {
         .await
         .expect("connect");
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
-    let head = format!(
-        "POST /nlip HTTP/1.1\r\nhost: parley\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len(), false);
     idle.write_all(head.as_bytes()).await.expect("write head");
     idle.write_all(body).await.expect("write body");
     let reply = read_until_closed(&mut idle).await;

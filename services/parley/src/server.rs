@@ -143,14 +143,15 @@ async fn serve_nlip(
         state,
     });
     let limits = &shared.state.limits;
-    let first_byte = Duration::from_millis(limits.header_read_timeout_ms);
+    let head_timeout = Duration::from_millis(limits.header_read_timeout_ms);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(first_byte);
+        .header_read_timeout(head_timeout);
     // RFC 8441 extended CONNECT: WebSocket over HTTP/2.
     builder.http2().enable_connect_protocol();
+    let builder = Arc::new(builder);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut stop = std::pin::pin!(stop);
@@ -188,7 +189,7 @@ async fn serve_nlip(
             peer,
             slot,
         };
-        let builder = builder.clone();
+        let builder = Arc::clone(&builder);
         let watcher = connections.watcher();
         tokio::spawn(async move {
             // hyper's head timer starts at a request's first byte (or at the previous answer);
@@ -196,7 +197,7 @@ async fn serve_nlip(
             // (`peek`, not `readable`: readiness may be reported before any byte has come.)
             let mut first = [0u8; 1];
             if !matches!(
-                tokio::time::timeout(first_byte, stream.peek(&mut first)).await,
+                tokio::time::timeout(head_timeout, stream.peek(&mut first)).await,
                 Ok(Ok(1..))
             ) {
                 tracing::debug!(%peer, "connection closed: no request within the head timeout");
