@@ -82,12 +82,12 @@ build_into() {
     cargo build --release --locked --quiet \
       --target-dir "$target_dir" \
       --config "target.wasm32-wasip1.rustflags=['--remap-path-prefix=$CARGO_HOME_DIR=/cargo','--remap-path-prefix=$GUEST=/guest','--remap-path-prefix=$target_dir=/target']" >&2
-  )
+  ) || return 1 # errexit does not reach into `$(build_into ...)`: without this a failed build went on with a stale runtime
   echo "$target_dir/wasm32-wasip1/release/$WASM_NAME"
 }
 
 say "building the runtime guest (rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1))"
-built=$(build_into "$GUEST/target")
+built=$(build_into "$GUEST/target") || exit 1
 hash=$(sha256sum "$built" | cut -d' ' -f1)
 say "built $built ($(stat -c %s "$built") bytes, sha256 $hash)"
 
@@ -95,7 +95,7 @@ if ((check_reproducible)); then
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
   say "second build in $scratch to check reproducibility"
-  second=$(build_into "$scratch")
+  second=$(build_into "$scratch") || exit 1
   second_hash=$(sha256sum "$second" | cut -d' ' -f1)
   if [[ "$second_hash" != "$hash" ]]; then
     say "NOT reproducible: second build has sha256 $second_hash"

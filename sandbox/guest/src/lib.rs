@@ -17,7 +17,9 @@
 
 use std::cell::RefCell;
 
-use rquickjs::{Array, Context, Ctx, Function, Persistent, Runtime, Value};
+use rquickjs::{Array, Context, Ctx, Function, Object, Persistent, Runtime, Value};
+
+mod json;
 
 /// Outcome kinds reported through `parley.output`; mirrored by `OutcomeKind` on the host side.
 mod kind {
@@ -49,6 +51,9 @@ struct Loaded {
 
 thread_local! {
     static LOADED: RefCell<Option<Loaded>> = const { RefCell::new(None) };
+    /// The JSON text of the call's result when `nativeSerialise` wrote it: it goes to `output`
+    /// without becoming a JavaScript string first.
+    static SERIALISED: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
 }
 
 /// Bytes a call may allocate beyond the snapshot's heap before QuickJS's cycle collector runs.
@@ -69,7 +74,8 @@ fn report(kind: u32, text: &str) {
 /// one call only, and its whole memory is dropped with it.
 #[unsafe(no_mangle)]
 pub extern "C" fn parley_alloc(len: u32) -> *mut u8 {
-    let mut buffer = Vec::<u8>::with_capacity(len as usize);
+    // One byte more, a NUL after the host's bytes: the input is parsed in place (`parse_json`).
+    let mut buffer = vec![0u8; len as usize + 1];
     let ptr = buffer.as_mut_ptr();
     std::mem::forget(buffer);
     ptr
@@ -104,10 +110,45 @@ fn describe_exception(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
     error.to_string()
 }
 
-fn native_call<'js>(ctx: Ctx<'js>, name: String, args: String) -> rquickjs::Result<Array<'js>> {
-    // SAFETY: pointers and lengths describe live Rust strings; `host_take` writes exactly the length
-    // `host_call` announced into a buffer of that capacity.
+/// Parses JSON text into a value with QuickJS's own parser, without making a JavaScript string of
+/// the text first. `text` must end with a NUL byte that is not part of the JSON.
+fn parse_json<'js>(ctx: &Ctx<'js>, text: &[u8]) -> rquickjs::Result<Value<'js>> {
+    debug_assert_eq!(text.last(), Some(&0));
+    let len = text.len().saturating_sub(1);
+    // SAFETY: the buffer is live, NUL-terminated, and `len` excludes the terminator; the returned
+    // value is owned and wrapped at once.
     unsafe {
+        let value = rquickjs::qjs::JS_ParseJSON(
+            ctx.as_raw().as_ptr(),
+            text.as_ptr().cast(),
+            len as rquickjs::qjs::size_t,
+            c"<json>".as_ptr(),
+        );
+        let value = Value::from_raw(ctx.clone(), value);
+        if value.is_exception() {
+            return Err(rquickjs::Error::Exception);
+        }
+        Ok(value)
+    }
+}
+
+/// `nativeCall(name, argsJson)`: runs a capability through the host. `argsJson` is the arguments'
+/// JSON text, or null when `nativeSerialise` has just written it. Returns `[true, result]` with the
+/// result parsed, or `[false, errorMessage]`.
+fn native_call<'js>(
+    ctx: Ctx<'js>,
+    name: String,
+    args: Option<String>,
+) -> rquickjs::Result<Array<'js>> {
+    let args = match args {
+        Some(text) => text.into_bytes(),
+        None => SERIALISED
+            .with(|cell| cell.borrow_mut().take())
+            .unwrap_or_else(|| b"null".to_vec()),
+    };
+    // SAFETY: pointers and lengths describe live buffers; `host_take` writes exactly the length
+    // `host_call` announced into a buffer of that capacity.
+    let (ok, mut reply) = unsafe {
         let n = host_call(
             name.as_ptr(),
             name.len() as u32,
@@ -119,16 +160,41 @@ fn native_call<'js>(ctx: Ctx<'js>, name: String, args: String) -> rquickjs::Resu
         } else {
             (false, (-(n + 1)) as usize)
         };
-        let mut buffer = Vec::<u8>::with_capacity(len);
+        let mut buffer = Vec::<u8>::with_capacity(len + 1);
         host_take(buffer.as_mut_ptr());
         buffer.set_len(len);
-        // The host only ever sends UTF-8 (serde_json output or a Rust String).
-        let text = String::from_utf8_lossy(&buffer).into_owned();
-        let reply = Array::new(ctx)?;
-        reply.set(0, ok)?;
-        reply.set(1, text)?;
-        Ok(reply)
+        (ok, buffer)
+    };
+    let result = Array::new(ctx.clone())?;
+    result.set(0, ok)?;
+    if ok {
+        // The host only ever sends serde_json's output.
+        reply.push(0);
+        result.set(1, parse_json(&ctx, &reply)?)?;
+    } else {
+        result.set(1, String::from_utf8_lossy(&reply).into_owned())?;
     }
+    Ok(result)
+}
+
+/// `nativeSerialise(value, objectPrototype, arrayPrototype)`: writes `value` as JSON for
+/// `output` and returns true, or returns false (having run no code) when it is not plain data and
+/// needs `JSON.stringify` (see `json.rs`).
+fn native_serialise<'js>(
+    ctx: Ctx<'js>,
+    value: Value<'js>,
+    object_proto: Object<'js>,
+    array_proto: Object<'js>,
+) -> rquickjs::Result<bool> {
+    let Some(mut writer) = json::Writer::new(&ctx, object_proto, array_proto)? else {
+        return Ok(false);
+    };
+    if writer.value(&value, 0)?.is_none() {
+        return Ok(false);
+    }
+    let text = std::mem::take(&mut writer.out);
+    SERIALISED.with(|cell| *cell.borrow_mut() = Some(text));
+    Ok(true)
 }
 
 fn native_log(level: u32, line: String) {
@@ -147,8 +213,9 @@ fn load(source: &str) -> Result<Loaded, (u32, String)> {
             .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
         let call = Function::new(ctx.clone(), native_call).map_err(internal)?;
         let log = Function::new(ctx.clone(), native_log).map_err(internal)?;
+        let serialise = Function::new(ctx.clone(), native_serialise).map_err(internal)?;
         let driver: Function = prelude
-            .call((call, log))
+            .call((call, log, serialise))
             .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
 
         let mut options = rquickjs::context::EvalOptions::default();
@@ -218,6 +285,12 @@ fn report_pair(ctx: &Ctx<'_>, result: rquickjs::Result<Value<'_>>) -> bool {
         Ok(value) => match value.as_array() {
             Some(pair) => {
                 let kind: u32 = pair.get(0).unwrap_or(kind::INTERNAL);
+                // A result `nativeSerialise` wrote (the pair's text is then null).
+                if let Some(json) = SERIALISED.with(|cell| cell.borrow_mut().take()) {
+                    // SAFETY: the pointer and length describe a live byte buffer.
+                    unsafe { output(kind, json.as_ptr(), json.len() as u32) };
+                    return true;
+                }
                 let text: String = pair.get(1).unwrap_or_default();
                 report(kind, &text);
                 true
@@ -241,7 +314,8 @@ pub extern "C" fn parley_run(ptr: *const u8, len: u32) {
             report(kind::INTERNAL, "no handler is loaded");
             return;
         };
-        let input = String::from_utf8_lossy(bytes_from_host(ptr, len));
+        // The host's bytes and the NUL `parley_alloc` put after them.
+        let input = bytes_from_host(ptr, len + 1);
         let reported = loaded.context.with(|ctx| {
             let run = match loaded.run.clone().restore(&ctx) {
                 Ok(run) => run,
@@ -250,7 +324,15 @@ pub extern "C" fn parley_run(ptr: *const u8, len: u32) {
                     return true;
                 }
             };
-            report_pair(&ctx, run.call::<_, Value>((input.as_ref(),)))
+            let request = match parse_json(&ctx, input) {
+                Ok(request) => request,
+                Err(error) => {
+                    let message = describe_exception(&ctx, error);
+                    report(kind::THREW, &format!("input is not JSON: {message}"));
+                    return true;
+                }
+            };
+            report_pair(&ctx, run.call::<_, Value>((request,)))
         });
         if reported {
             return;

@@ -1,13 +1,38 @@
 // Parley guest prelude. Evaluated once, before the handler source, while the snapshot is being made.
 //
-// It receives the two native functions the Rust side of the guest provides and returns the driver.
-// Everything the driver relies on (JSON.parse, JSON.stringify, WeakSet methods, ...) is captured here,
+// It receives the native functions the Rust side of the guest provides and returns the driver.
+// Everything the driver relies on (JSON.stringify, WeakSet methods, ...) is captured here,
 // before any handler code runs, so a handler that overwrites globals cannot change how its input is
 // parsed, how its output is serialised or how its errors are classified.
-(function (nativeCall, nativeLog) {
+(function (nativeCall, nativeLog, nativeSerialise) {
   "use strict";
+  // QuickJS creates a built-in function object only when it is first read. Every call starts from the
+  // image, so a built-in the handler uses (`Array.isArray`, `Number.isInteger`, the `instanceof` check
+  // below) would be created again in every call. Reading every built-in once here puts them all in the
+  // image. Only built-ins are walked: the handler has not run yet.
+  (function instantiateBuiltins() {
+    const seen = new Set();
+    const pending = [globalThis];
+    while (pending.length > 0) {
+      const object = pending.pop();
+      if (seen.has(object)) continue;
+      seen.add(object);
+      for (const key of Reflect.ownKeys(object)) {
+        const found = Reflect.getOwnPropertyDescriptor(object, key);
+        if (found === undefined) continue;
+        for (const value of [found.value, found.get, found.set]) {
+          if ((typeof value === "object" && value !== null) || typeof value === "function") {
+            pending.push(value);
+          }
+        }
+      }
+      const proto = Reflect.getPrototypeOf(object);
+      if (proto !== null) pending.push(proto);
+    }
+  })();
   const apply = Reflect.apply;
-  const parse = JSON.parse;
+  const objectPrototype = Object.prototype;
+  const arrayPrototype = Array.prototype;
   const stringify = JSON.stringify;
   const toStr = String;
   const isArray = Array.isArray;
@@ -54,14 +79,19 @@
     if (typeof name !== "string") {
       throw new TypeError("host.call: the capability name must be a string");
     }
-    const json = stringify(args === undefined ? null : args);
-    if (json === undefined) {
-      throw new TypeError("host.call: the arguments are not JSON-serialisable");
+    const value = args === undefined ? null : args;
+    // null: the guest's JSON writer wrote plain-data arguments itself (see `serialise`).
+    let json = null;
+    if (!nativeSerialise(value, objectPrototype, arrayPrototype)) {
+      json = stringify(value);
+      if (json === undefined) {
+        throw new TypeError("host.call: the arguments are not JSON-serialisable");
+      }
     }
-    // nativeCall returns [true, resultJson] or [false, errorMessage]. A refused capability or oversized
-    // arguments never return here: the host ends the whole call.
+    // nativeCall returns [true, result] (parsed already) or [false, errorMessage]. A refused
+    // capability or oversized arguments never return here: the host ends the whole call.
     const reply = nativeCall(name, json);
-    if (reply[0] === true) return parse(reply[1]);
+    if (reply[0] === true) return reply[1];
     const error = new CapabilityError("capability " + name + " failed: " + reply[1]);
     apply(setAdd, capabilityErrors, [error]);
     throw error;
@@ -102,6 +132,9 @@
   function serialise(value) {
     let json;
     try {
+      // Plain data is written by the guest's own JSON writer, straight to the host (the text is
+      // then null); anything else by JSON.stringify.
+      if (nativeSerialise(value, objectPrototype, arrayPrototype)) return [OK, null];
       json = stringify(value);
     } catch (error) {
       return [INVALID_OUTPUT, "the handler's result is not JSON-serialisable: " + safeString(error)];
@@ -113,17 +146,12 @@
   }
 
   // The driver factory: called once with the handler's `handle` function after the handler source has
-  // been evaluated. It returns `run(inputJson)`, which returns [kind, text], or `null` when the handler
-  // returned a promise: the guest then drains the job queue and calls `settled()`.
+  // been evaluated. It returns `run(request)` (the input, parsed by the guest), which returns
+  // [kind, text], or `null` when the handler returned a promise: the guest then drains the job queue
+  // and calls `settled()`.
   return function driver(handle) {
     let settledResult = null;
-    function run(inputJson) {
-      let request;
-      try {
-        request = parse(inputJson);
-      } catch (error) {
-        return [THREW, "input is not JSON: " + safeString(error)];
-      }
+    function run(request) {
       let result;
       try {
         result = handle(request);
