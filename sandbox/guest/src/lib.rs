@@ -202,12 +202,64 @@ fn native_log(level: u32, line: String) {
     unsafe { log(level, line.as_ptr(), line.len() as u32) }
 }
 
+/// QuickJS creates a built-in function object (`Array.isArray`, `Number.isInteger`,
+/// `Function.prototype[Symbol.hasInstance]`, ...) only when it is first read. Every call starts from
+/// the image, so each call re-created the ones it used. Reading every property of every object
+/// reachable from the global object, before the handler runs, puts them all in the image. Reads
+/// descriptors only: no getter runs.
+fn instantiate_builtins(ctx: &Ctx<'_>) {
+    use rquickjs::qjs;
+    let raw = ctx.as_raw().as_ptr();
+    let mut seen = std::collections::HashSet::new();
+    let mut pending: Vec<Value<'_>> = vec![ctx.globals().into_value()];
+    while let Some(object) = pending.pop() {
+        let Some(obj) = object.as_object() else {
+            continue;
+        };
+        // SAFETY: reads the object's pointer, used only as an identity.
+        let id = unsafe { qjs::JS_VALUE_GET_PTR(obj.as_raw()) } as usize;
+        if !seen.insert(id) {
+            continue;
+        }
+        if let Some(proto) = obj.get_prototype() {
+            pending.push(proto.into_value());
+        }
+        let mut tab: *mut qjs::JSPropertyEnum = std::ptr::null_mut();
+        let mut len: u32 = 0;
+        let flags = (qjs::JS_GPN_STRING_MASK | qjs::JS_GPN_SYMBOL_MASK) as i32;
+        // SAFETY: on success `tab` holds `len` entries until JS_FreePropertyEnum; each descriptor's
+        // values are owned and wrapped (so freed) at once.
+        unsafe {
+            if qjs::JS_GetOwnPropertyNames(raw, &mut tab, &mut len, obj.as_raw(), flags) < 0 {
+                drop(ctx.catch());
+                continue;
+            }
+            for entry in std::slice::from_raw_parts(tab, len as usize) {
+                let mut desc = std::mem::MaybeUninit::<qjs::JSPropertyDescriptor>::uninit();
+                if qjs::JS_GetOwnProperty(raw, desc.as_mut_ptr(), obj.as_raw(), entry.atom) != 1 {
+                    drop(ctx.catch());
+                    continue;
+                }
+                let desc = desc.assume_init();
+                for value in [desc.value, desc.getter, desc.setter] {
+                    let value = Value::from_raw(ctx.clone(), value);
+                    if value.is_object() {
+                        pending.push(value);
+                    }
+                }
+            }
+            qjs::JS_FreePropertyEnum(raw, tab, len);
+        }
+    }
+}
+
 fn load(source: &str) -> Result<Loaded, (u32, String)> {
     let internal = |e: rquickjs::Error| (kind::INTERNAL, e.to_string());
     let runtime = Runtime::new().map_err(internal)?;
     runtime.set_max_stack_size(JS_MAX_STACK);
     let context = Context::full(&runtime).map_err(internal)?;
     let (run, settled) = context.with(|ctx| -> Result<_, (u32, String)> {
+        instantiate_builtins(&ctx);
         let prelude: Function = ctx
             .eval(PRELUDE)
             .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;

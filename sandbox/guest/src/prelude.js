@@ -6,30 +6,6 @@
 // parsed, how its output is serialised or how its errors are classified.
 (function (nativeCall, nativeLog, nativeSerialise) {
   "use strict";
-  // QuickJS creates a built-in function object only when it is first read. Every call starts from the
-  // image, so a built-in the handler uses (`Array.isArray`, `Number.isInteger`, the `instanceof` check
-  // below) would be created again in every call. Reading every built-in once here puts them all in the
-  // image. Only built-ins are walked: the handler has not run yet.
-  (function instantiateBuiltins() {
-    const seen = new Set();
-    const pending = [globalThis];
-    while (pending.length > 0) {
-      const object = pending.pop();
-      if (seen.has(object)) continue;
-      seen.add(object);
-      for (const key of Reflect.ownKeys(object)) {
-        const found = Reflect.getOwnPropertyDescriptor(object, key);
-        if (found === undefined) continue;
-        for (const value of [found.value, found.get, found.set]) {
-          if ((typeof value === "object" && value !== null) || typeof value === "function") {
-            pending.push(value);
-          }
-        }
-      }
-      const proto = Reflect.getPrototypeOf(object);
-      if (proto !== null) pending.push(proto);
-    }
-  })();
   const apply = Reflect.apply;
   const objectPrototype = Object.prototype;
   const arrayPrototype = Array.prototype;
