@@ -48,7 +48,13 @@ use serde_json::{Value, json};
 
 type Result<T> = std::result::Result<T, String>;
 
+/// Set on the child process this bench starts as a separate provider: it then runs the `parley` CLI.
+const ROLE_ENV: &str = "PARLEY_NEGOTIATION_BENCH_ROLE";
+
 fn main() -> ExitCode {
+    if std::env::var(ROLE_ENV).as_deref() == Ok("parley") {
+        return parley::cli::main();
+    }
     // `cargo bench` passes --bench; `cargo test --all-targets` runs this without it.
     if !std::env::args().any(|a| a == "--bench") {
         println!(
@@ -206,10 +212,13 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let application = parley::negotiation::application_message(&hash, payload.clone());
     let text = Message::text("english", "Hello");
     let mut rows = Vec::new();
-    for (transport, url) in [
-        ("HTTP/1.1 JSON", url.clone()),
-        ("WebSocket CBOR", format!("ws://{}/nlip/ws", server.addr)),
-    ] {
+    let transports = |addr: std::net::SocketAddr| {
+        [
+            ("HTTP/1.1 JSON", format!("http://{addr}/nlip")),
+            ("WebSocket CBOR", format!("ws://{addr}/nlip/ws")),
+        ]
+    };
+    for (transport, url) in transports(server.addr) {
         let client = NlipClient::connect(&url, false)
             .await
             .map_err(|e| format!("connect {url}: {e}"))?;
@@ -225,6 +234,41 @@ async fn latency(base: &str, config: Config) -> Result<()> {
         rows.push((transport, "(b) application 0-RTT", b));
         rows.push((transport, "(c) text", c));
     }
+    // The provider as it is deployed: its own process (`parley serve`), with its own runtime and
+    // threads, so that the requester's work does not share them.
+    let process_dir = tempdir()?;
+    let provider = ProviderProcess::start(process_dir.path()).await?;
+    let own_url = format!("http://{}/nlip", provider.addr);
+    let negotiated = requester
+        .negotiate(&own_url, base, |_| {})
+        .await
+        .map_err(|e| format!("negotiation with the provider process: {e}"))?;
+    if negotiated.outcome != Outcome::Agreed {
+        return Err(format!(
+            "negotiation with the provider process: {:?}",
+            negotiated.outcome
+        ));
+    }
+    for ((transport, url), label) in transports(provider.addr)
+        .into_iter()
+        .zip(["HTTP, own process", "WS, own process"])
+    {
+        let client = NlipClient::connect(&url, false)
+            .await
+            .map_err(|e| format!("connect {url} ({transport}): {e}"))?;
+        let mut driver = Driver {
+            client: Some(client),
+            agent: server.agent.clone(),
+            hash,
+            peer: provider.addr,
+        };
+        let [b, c] = driver
+            .alternate([Op::Send(&application), Op::Send(&text)], config)
+            .await?;
+        rows.push((label, "(b) application 0-RTT", b));
+        rows.push((label, "(c) text", c));
+    }
+    provider.stop();
     // The same work without a transport: where (b)'s time goes.
     let mut driver = Driver {
         client: None,
@@ -574,6 +618,73 @@ impl KeptServer {
     }
 }
 
+/// `parley serve` in a child process (this bench binary, re-executed as the CLI): SQLite in
+/// `dir`, the example capabilities, loopback ports. Killed on drop whatever happens.
+struct ProviderProcess {
+    addr: std::net::SocketAddr,
+    child: std::process::Child,
+}
+
+impl ProviderProcess {
+    async fn start(dir: &Path) -> Result<ProviderProcess> {
+        let port = || -> Result<u16> {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+        };
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port()?).into();
+        let log = std::fs::File::create(dir.join("provider.log")).map_err(|e| e.to_string())?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = std::process::Command::new(exe)
+            .env(ROLE_ENV, "parley")
+            .arg("serve")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--upload-listen")
+            .arg(format!("127.0.0.1:{}", port()?))
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--capabilities")
+            .arg(example_capabilities())
+            .current_dir(repo())
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start the provider process: {e}"))?;
+        let mut provider = ProviderProcess { addr, child };
+        let health = format!("http://{addr}/health");
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = provider.child.try_wait() {
+                let log = std::fs::read_to_string(dir.join("provider.log")).unwrap_or_default();
+                return Err(format!("the provider process exited ({status}):\n{log}"));
+            }
+            if reqwest::get(&health)
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return Ok(provider);
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                return Err("the provider process did not become healthy within 60 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn stop(self) {
+        // Drop kills it.
+    }
+}
+
+impl Drop for ProviderProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn answer(value: Value) -> ScriptedReply {
     ScriptedReply::text(value.to_string())
 }
@@ -769,12 +880,12 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         "    sequential, one in flight, over one connection (in-process: direct calls); latency in µs"
     );
     println!(
-        "{:<16} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9}",
+        "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9}",
         "transport", "message", "n", "median", "p99", "mean", "req/s"
     );
     for (transport, name, s) in rows {
         println!(
-            "{:<16} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0}",
+            "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0}",
             transport,
             name,
             s.samples.len(),
@@ -795,7 +906,7 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         }
         let median = ratio(b.median(), c.median());
         println!(
-            "{:<16} (b)/(c): median {:.2}x, p99 {:.2}x, mean {:.2}x  (goal <= 1.5x: {})",
+            "{:<18} (b)/(c): median {:.2}x, p99 {:.2}x, mean {:.2}x  (goal <= 1.5x: {})",
             transport,
             median,
             ratio(b.p99(), c.p99()),
