@@ -901,7 +901,13 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         let [(transport, bn, b), (t2, cn, c)] = pair else {
             continue;
         };
-        if transport != t2 || !bn.starts_with("(b)") || !cn.starts_with("(c)") {
+        // The goal is about messages over the wire; the in-process rows only show where the
+        // time goes.
+        if transport != t2
+            || !bn.starts_with("(b)")
+            || !cn.starts_with("(c)")
+            || *transport == "in-process"
+        {
             continue;
         }
         let median = ratio(b.median(), c.median());
