@@ -197,76 +197,51 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let provider_dir = tempdir()?;
     let settings = test_settings(provider_dir.path());
     let server = KeptServer::spawn(&settings).await?;
-    let url = format!("http://{}/nlip", server.addr);
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
     let hash = ProtocolHash::of(base);
-    let negotiated = requester
-        .negotiate(&url, base, |_| {})
-        .await
-        .map_err(|e| format!("negotiation for (b): {e}"))?;
-    if negotiated.outcome != Outcome::Agreed {
-        return Err(format!("negotiation for (b): {:?}", negotiated.outcome));
-    }
     let payload = product_request("m1");
     let application = parley::negotiation::application_message(&hash, payload.clone());
     let text = Message::text("english", "Hello");
     let mut rows = Vec::new();
-    let transports = |addr: std::net::SocketAddr| {
-        [
-            ("HTTP/1.1 JSON", format!("http://{addr}/nlip")),
-            ("WebSocket CBOR", format!("ws://{addr}/nlip/ws")),
-        ]
-    };
-    for (transport, url) in transports(server.addr) {
-        let client = NlipClient::connect(&url, false)
-            .await
-            .map_err(|e| format!("connect {url}: {e}"))?;
-        let mut driver = Driver {
-            client: Some(client),
-            agent: server.agent.clone(),
-            hash,
-            peer: server.addr,
-        };
-        let [b, c] = driver
-            .alternate([Op::Send(&application), Op::Send(&text)], config)
-            .await?;
-        rows.push((transport, "(b) application 0-RTT", b));
-        rows.push((transport, "(c) text", c));
-    }
-    // The provider as it is deployed: its own process (`parley serve`), with its own runtime and
-    // threads, so that the requester's work does not share them.
+    // The provider in this process, sharing its runtime with the requester; then as it is
+    // deployed: its own process (`parley serve`), with its own runtime and threads.
     let process_dir = tempdir()?;
     let provider = ProviderProcess::start(process_dir.path()).await?;
-    let own_url = format!("http://{}/nlip", provider.addr);
-    let negotiated = requester
-        .negotiate(&own_url, base, |_| {})
-        .await
-        .map_err(|e| format!("negotiation with the provider process: {e}"))?;
-    if negotiated.outcome != Outcome::Agreed {
-        return Err(format!(
-            "negotiation with the provider process: {:?}",
-            negotiated.outcome
-        ));
-    }
-    for ((transport, url), label) in transports(provider.addr)
-        .into_iter()
-        .zip(["HTTP, own process", "WS, own process"])
-    {
-        let client = NlipClient::connect(&url, false)
+    for (addr, labels) in [
+        (server.addr, ["HTTP/1.1 JSON", "WebSocket CBOR"]),
+        (provider.addr, ["HTTP, own process", "WS, own process"]),
+    ] {
+        let negotiated = requester
+            .negotiate(&format!("http://{addr}/nlip"), base, |_| {})
             .await
-            .map_err(|e| format!("connect {url} ({transport}): {e}"))?;
-        let mut driver = Driver {
-            client: Some(client),
-            agent: server.agent.clone(),
-            hash,
-            peer: provider.addr,
-        };
-        let [b, c] = driver
-            .alternate([Op::Send(&application), Op::Send(&text)], config)
-            .await?;
-        rows.push((label, "(b) application 0-RTT", b));
-        rows.push((label, "(c) text", c));
+            .map_err(|e| format!("negotiation for (b) with {addr}: {e}"))?;
+        if negotiated.outcome != Outcome::Agreed {
+            return Err(format!(
+                "negotiation for (b) with {addr}: {:?}",
+                negotiated.outcome
+            ));
+        }
+        let urls = [
+            format!("http://{addr}/nlip"),
+            format!("ws://{addr}/nlip/ws"),
+        ];
+        for (label, url) in labels.into_iter().zip(urls) {
+            let client = NlipClient::connect(&url, false)
+                .await
+                .map_err(|e| format!("connect {url}: {e}"))?;
+            let mut driver = Driver {
+                client: Some(client),
+                agent: server.agent.clone(),
+                hash,
+                peer: addr,
+            };
+            let [b, c] = driver
+                .alternate([Op::Send(&application), Op::Send(&text)], config)
+                .await?;
+            rows.push((label, "(b) application 0-RTT", b));
+            rows.push((label, "(c) text", c));
+        }
     }
     provider.stop();
     // The same work without a transport: where (b)'s time goes.

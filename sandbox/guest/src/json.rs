@@ -222,20 +222,10 @@ impl<'a, 'js> Writer<'a, 'js> {
 
     fn string_value(&mut self, value: &Value<'js>) -> Written {
         let mut len: qjs::size_t = 0;
-        // SAFETY: the returned buffer holds `len` bytes until JS_FreeCString.
+        // SAFETY: a valid context and value; the text is handed to `c_string`, which frees it.
         unsafe {
             let ptr = qjs::JS_ToCStringLen2(self.raw_ctx(), &mut len, value.as_raw(), false);
-            if ptr.is_null() {
-                return Err(self.exception());
-            }
-            let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len as usize);
-            // A lone surrogate comes out as invalid UTF-8: JSON.stringify escapes it.
-            let valid = std::str::from_utf8(bytes).is_ok();
-            if valid {
-                self.quoted(bytes);
-            }
-            qjs::JS_FreeCString(self.raw_ctx(), ptr);
-            Ok(valid.then_some(()))
+            self.c_string(ptr, len)
         }
     }
 
@@ -244,9 +234,21 @@ impl<'a, 'js> Writer<'a, 'js> {
         // SAFETY: as in `string_value`.
         unsafe {
             let ptr = qjs::JS_AtomToCStringLen(self.raw_ctx(), &mut len, atom);
-            if ptr.is_null() {
-                return Err(self.exception());
-            }
+            self.c_string(ptr, len)
+        }
+    }
+
+    /// Writes text QuickJS converted to UTF-8 as a JSON string, and frees it. `None` for text that
+    /// is not valid UTF-8: a lone surrogate comes out that way, and JSON.stringify escapes it.
+    ///
+    /// # Safety
+    /// `ptr` is null (the conversion failed) or QuickJS's text of `len` bytes, not yet freed.
+    unsafe fn c_string(&mut self, ptr: *const std::ffi::c_char, len: qjs::size_t) -> Written {
+        if ptr.is_null() {
+            return Err(self.exception());
+        }
+        // SAFETY: per the contract, `len` bytes at `ptr`, freed once below.
+        unsafe {
             let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len as usize);
             let valid = std::str::from_utf8(bytes).is_ok();
             if valid {
