@@ -86,6 +86,13 @@ function handle(request) {
         : request.args === "none" ? undefined
         : request.args === "function" ? () => 1
         : { a: [1, "x", null, 2.5], u: undefined, nested: { s: "é😀" } });
+    case "late_call": {
+      // The handler's promise settles (its result is serialised) before a job it queued calls a
+      // capability (whose arguments are serialised too).
+      const settled = Promise.resolve({ settled: 1 });
+      settled.then(() => {}).then(() => host.call("echo", { late: true }));
+      return settled;
+    }
     case "reply": {
       const reply = host.call("echo", { x: { y: [1, "é😀", null, true] } });
       return {
@@ -201,6 +208,11 @@ fn getters_run_once() {
         ok(json!({ "case": "args", "args": "getter" })),
         json!({ "g": 1, "h": 0 })
     );
+}
+
+#[test]
+fn a_settled_result_survives_capability_calls_made_after_it() {
+    assert_eq!(ok(json!({ "case": "late_call" })), json!({ "settled": 1 }));
 }
 
 #[test]

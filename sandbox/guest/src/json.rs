@@ -94,10 +94,6 @@ impl<'a, 'js> Writer<'a, 'js> {
         self.ctx.as_raw().as_ptr()
     }
 
-    fn exception(&self) -> rquickjs::Error {
-        rquickjs::Error::Exception
-    }
-
     /// Whether `object` has an own property `atom`, without running any code (no getter, and
     /// only plain objects and arrays reach here, never a proxy).
     fn has_own(&self, object: &Object<'js>, atom: qjs::JSAtom) -> rquickjs::Result<bool> {
@@ -106,7 +102,7 @@ impl<'a, 'js> Writer<'a, 'js> {
             qjs::JS_GetOwnProperty(self.raw_ctx(), std::ptr::null_mut(), object.as_raw(), atom)
         };
         match found {
-            n if n < 0 => Err(self.exception()),
+            n if n < 0 => Err(rquickjs::Error::Exception),
             0 => Ok(false),
             _ => Ok(true),
         }
@@ -125,7 +121,7 @@ impl<'a, 'js> Writer<'a, 'js> {
             let found =
                 qjs::JS_GetOwnProperty(self.raw_ctx(), desc.as_mut_ptr(), object.as_raw(), atom);
             if found < 0 {
-                return Err(self.exception());
+                return Err(rquickjs::Error::Exception);
             }
             if found == 0 {
                 return Ok(None);
@@ -245,7 +241,7 @@ impl<'a, 'js> Writer<'a, 'js> {
     /// `ptr` is null (the conversion failed) or QuickJS's text of `len` bytes, not yet freed.
     unsafe fn c_string(&mut self, ptr: *const std::ffi::c_char, len: qjs::size_t) -> Written {
         if ptr.is_null() {
-            return Err(self.exception());
+            return Err(rquickjs::Error::Exception);
         }
         // SAFETY: per the contract, `len` bytes at `ptr`, freed once below.
         unsafe {
@@ -318,7 +314,7 @@ impl<'a, 'js> Writer<'a, 'js> {
         let mut len = 0i64;
         // SAFETY: `length` of an array is a data property; no code runs.
         if unsafe { qjs::JS_GetLength(self.raw_ctx(), array.as_raw(), &mut len) } < 0 {
-            return Err(self.exception());
+            return Err(rquickjs::Error::Exception);
         }
         let Ok(len) = u32::try_from(len) else {
             return Ok(None);
@@ -355,7 +351,7 @@ impl<'a, 'js> Writer<'a, 'js> {
             qjs::JS_GetOwnPropertyNames(self.raw_ctx(), &mut tab, &mut len, object.as_raw(), flags)
         } < 0
         {
-            return Err(self.exception());
+            return Err(rquickjs::Error::Exception);
         }
         let result = (|| {
             // SAFETY: see above.

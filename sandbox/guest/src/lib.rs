@@ -23,6 +23,7 @@ mod json;
 
 /// Outcome kinds reported through `parley.output`; mirrored by `OutcomeKind` on the host side.
 mod kind {
+    pub const OK: u32 = 0;
     pub const THREW: u32 = 1;
     pub const INVALID_HANDLER: u32 = 4;
     pub const INTERNAL: u32 = 6;
@@ -51,9 +52,13 @@ struct Loaded {
 
 thread_local! {
     static LOADED: RefCell<Option<Loaded>> = const { RefCell::new(None) };
-    /// The JSON text of the call's result when `nativeSerialise` wrote it: it goes to `output`
-    /// without becoming a JavaScript string first.
-    static SERIALISED: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    /// The JSON text of the call's result when `nativeResult` wrote it: it goes to `output`
+    /// without becoming a JavaScript string first. Its own slot: jobs the handler queued may still
+    /// call capabilities after the result is settled.
+    static RESULT_JSON: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    /// The JSON text of a capability's arguments when `nativeArgs` wrote it, for the `nativeCall`
+    /// that follows at once.
+    static ARGS_JSON: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
 }
 
 /// Bytes a call may allocate beyond the snapshot's heap before QuickJS's cycle collector runs.
@@ -75,9 +80,11 @@ fn report(kind: u32, text: &str) {
 #[unsafe(no_mangle)]
 pub extern "C" fn parley_alloc(len: u32) -> *mut u8 {
     // One byte more, a NUL after the host's bytes: the input is parsed in place (`parse_json`).
-    let mut buffer = vec![0u8; len as usize + 1];
+    let mut buffer = Vec::<u8>::with_capacity(len as usize + 1);
     let ptr = buffer.as_mut_ptr();
     std::mem::forget(buffer);
+    // SAFETY: within the buffer's capacity; the host writes the `len` bytes before it.
+    unsafe { ptr.add(len as usize).write(0) };
     ptr
 }
 
@@ -133,7 +140,7 @@ fn parse_json<'js>(ctx: &Ctx<'js>, text: &[u8]) -> rquickjs::Result<Value<'js>> 
 }
 
 /// `nativeCall(name, argsJson)`: runs a capability through the host. `argsJson` is the arguments'
-/// JSON text, or null when `nativeSerialise` has just written it. Returns `[true, result]` with the
+/// JSON text, or null when `nativeArgs` has just written it. Returns `[true, result]` with the
 /// result parsed, or `[false, errorMessage]`.
 fn native_call<'js>(
     ctx: Ctx<'js>,
@@ -142,7 +149,7 @@ fn native_call<'js>(
 ) -> rquickjs::Result<Array<'js>> {
     let args = match args {
         Some(text) => text.into_bytes(),
-        None => SERIALISED
+        None => ARGS_JSON
             .with(|cell| cell.borrow_mut().take())
             .unwrap_or_else(|| b"null".to_vec()),
     };
@@ -177,24 +184,44 @@ fn native_call<'js>(
     Ok(result)
 }
 
-/// `nativeSerialise(value, objectPrototype, arrayPrototype)`: writes `value` as JSON for
-/// `output` and returns true, or returns false (having run no code) when it is not plain data and
-/// needs `JSON.stringify` (see `json.rs`).
-fn native_serialise<'js>(
+/// `value` as JSON text, or `None` (having run no code) when it is not plain data and needs
+/// `JSON.stringify` (see `json.rs`). Leaves the text in `slot`; returns whether it did.
+fn write_json<'js>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<Vec<u8>>>>,
+    ctx: &Ctx<'js>,
+    value: &Value<'js>,
+    object_proto: Object<'js>,
+    array_proto: Object<'js>,
+) -> rquickjs::Result<bool> {
+    let Some(mut writer) = json::Writer::new(ctx, object_proto, array_proto)? else {
+        return Ok(false);
+    };
+    if writer.value(value, 0)?.is_none() {
+        return Ok(false);
+    }
+    slot.with(|cell| *cell.borrow_mut() = Some(writer.out));
+    Ok(true)
+}
+
+/// `nativeResult(value, objectPrototype, arrayPrototype)`: writes the call's result for `output`.
+fn native_result<'js>(
     ctx: Ctx<'js>,
     value: Value<'js>,
     object_proto: Object<'js>,
     array_proto: Object<'js>,
 ) -> rquickjs::Result<bool> {
-    let Some(mut writer) = json::Writer::new(&ctx, object_proto, array_proto)? else {
-        return Ok(false);
-    };
-    if writer.value(&value, 0)?.is_none() {
-        return Ok(false);
-    }
-    let text = std::mem::take(&mut writer.out);
-    SERIALISED.with(|cell| *cell.borrow_mut() = Some(text));
-    Ok(true)
+    write_json(&RESULT_JSON, &ctx, &value, object_proto, array_proto)
+}
+
+/// `nativeArgs(value, objectPrototype, arrayPrototype)`: writes a capability's arguments for the
+/// `nativeCall` that follows.
+fn native_args<'js>(
+    ctx: Ctx<'js>,
+    value: Value<'js>,
+    object_proto: Object<'js>,
+    array_proto: Object<'js>,
+) -> rquickjs::Result<bool> {
+    write_json(&ARGS_JSON, &ctx, &value, object_proto, array_proto)
 }
 
 fn native_log(level: u32, line: String) {
@@ -265,9 +292,10 @@ fn load(source: &str) -> Result<Loaded, (u32, String)> {
             .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
         let call = Function::new(ctx.clone(), native_call).map_err(internal)?;
         let log = Function::new(ctx.clone(), native_log).map_err(internal)?;
-        let serialise = Function::new(ctx.clone(), native_serialise).map_err(internal)?;
+        let result = Function::new(ctx.clone(), native_result).map_err(internal)?;
+        let args = Function::new(ctx.clone(), native_args).map_err(internal)?;
         let driver: Function = prelude
-            .call((call, log, serialise))
+            .call((call, log, result, args))
             .map_err(|e| (kind::INTERNAL, describe_exception(&ctx, e)))?;
 
         let mut options = rquickjs::context::EvalOptions::default();
@@ -337,8 +365,11 @@ fn report_pair(ctx: &Ctx<'_>, result: rquickjs::Result<Value<'_>>) -> bool {
         Ok(value) => match value.as_array() {
             Some(pair) => {
                 let kind: u32 = pair.get(0).unwrap_or(kind::INTERNAL);
-                // A result `nativeSerialise` wrote (the pair's text is then null).
-                if let Some(json) = SERIALISED.with(|cell| cell.borrow_mut().take()) {
+                // A result `nativeResult` wrote (the pair's text is then null).
+                let written = (kind == kind::OK)
+                    .then(|| RESULT_JSON.with(|cell| cell.borrow_mut().take()))
+                    .flatten();
+                if let Some(json) = written {
                     // SAFETY: the pointer and length describe a live byte buffer.
                     unsafe { output(kind, json.as_ptr(), json.len() as u32) };
                     return true;

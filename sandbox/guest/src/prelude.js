@@ -4,7 +4,7 @@
 // Everything the driver relies on (JSON.stringify, WeakSet methods, ...) is captured here,
 // before any handler code runs, so a handler that overwrites globals cannot change how its input is
 // parsed, how its output is serialised or how its errors are classified.
-(function (nativeCall, nativeLog, nativeSerialise) {
+(function (nativeCall, nativeLog, nativeResult, nativeArgs) {
   "use strict";
   const apply = Reflect.apply;
   const objectPrototype = Object.prototype;
@@ -58,7 +58,7 @@
     const value = args === undefined ? null : args;
     // null: the guest's JSON writer wrote plain-data arguments itself (see `serialise`).
     let json = null;
-    if (!nativeSerialise(value, objectPrototype, arrayPrototype)) {
+    if (!nativeArgs(value, objectPrototype, arrayPrototype)) {
       json = stringify(value);
       if (json === undefined) {
         throw new TypeError("host.call: the arguments are not JSON-serialisable");
@@ -110,7 +110,7 @@
     try {
       // Plain data is written by the guest's own JSON writer, straight to the host (the text is
       // then null); anything else by JSON.stringify.
-      if (nativeSerialise(value, objectPrototype, arrayPrototype)) return [OK, null];
+      if (nativeResult(value, objectPrototype, arrayPrototype)) return [OK, null];
       json = stringify(value);
     } catch (error) {
       return [INVALID_OUTPUT, "the handler's result is not JSON-serialisable: " + safeString(error)];
