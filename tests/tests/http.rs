@@ -375,7 +375,7 @@ async fn requests_beyond_the_concurrency_limit_wait_for_a_permit() {
     let host = app.addr;
     // The first request takes the only permit and holds it: its body is only half sent.
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
-    let mut slow = tokio::net::TcpStream::connect(host).await.expect("connect");
+    let mut slow = connect(host).await;
     let head = post_head(body.len(), false);
     slow.write_all(head.as_bytes()).await.expect("write head");
     slow.write_all(&body[..10]).await.expect("write part");
@@ -428,6 +428,10 @@ fn post_head(len: usize, close: bool) -> String {
 }
 
 /// Everything the server sends until it closes the connection (at most 10 s).
+async fn connect(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(addr).await.expect("connect")
+}
+
 async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
     use tokio::io::AsyncReadExt;
     let mut reply = Vec::new();
@@ -446,7 +450,7 @@ async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
 /// `connection: close`, so the reply ends with the connection).
 async fn raw_exchange(addr: std::net::SocketAddr, pieces: &[&[u8]]) -> (String, Vec<u8>) {
     use tokio::io::AsyncWriteExt;
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut stream = connect(addr).await;
     stream.set_nodelay(true).expect("nodelay");
     for piece in pieces {
         stream.write_all(piece).await.expect("write");
@@ -546,7 +550,7 @@ async fn shutdown_answers_the_request_in_flight_and_accepts_no_new_connection() 
     let app = TestApp::spawn(&test_settings(dir.path())).await;
     let addr = app.addr;
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
-    let mut in_flight = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut in_flight = connect(addr).await;
     let head = post_head(body.len(), false);
     in_flight
         .write_all(head.as_bytes())
@@ -604,9 +608,7 @@ async fn a_peer_that_trickles_or_withholds_its_request_head_is_disconnected() {
     let app = TestApp::spawn(&settings).await;
 
     // Half a request head, then nothing: the server closes the connection.
-    let mut trickle = tokio::net::TcpStream::connect(app.addr)
-        .await
-        .expect("connect");
+    let mut trickle = connect(app.addr).await;
     trickle
         .write_all(b"POST /nlip HTTP/1.1\r\nhost: parley\r\n")
         .await
@@ -619,9 +621,7 @@ async fn a_peer_that_trickles_or_withholds_its_request_head_is_disconnected() {
     );
 
     // A kept-alive connection that goes quiet after its answer is closed too.
-    let mut idle = tokio::net::TcpStream::connect(app.addr)
-        .await
-        .expect("connect");
+    let mut idle = connect(app.addr).await;
     let body = br#"{"format":"text","subformat":"english","content":"help"}"#;
     let head = post_head(body.len(), false);
     idle.write_all(head.as_bytes()).await.expect("write head");
@@ -634,9 +634,7 @@ async fn a_peer_that_trickles_or_withholds_its_request_head_is_disconnected() {
     );
 
     // A connection that never sends a byte is closed as well.
-    let mut silent = tokio::net::TcpStream::connect(app.addr)
-        .await
-        .expect("connect");
+    let mut silent = connect(app.addr).await;
     assert!(read_until_closed(&mut silent).await.is_empty());
 
     // The server itself is unaffected.
