@@ -11,7 +11,10 @@
 //!   front of either backend so the two cannot differ in what they accept.
 //! - [`model`]: the records as plain Rust values (`serde_json::Value` for messages and state).
 //! - `rows`: `FromRow` structs shared by both backends, column lists, and the TEXT/UUID encodings.
-//! - `sqlite`, `postgres`: the two implementations, in the same method order so they diff cleanly.
+//! - `sql.rs`: the one implementation of [`Store`] both backends share (`$n` placeholders),
+//!   compiled as a child module of each backend.
+//! - `sqlite`, `postgres`: how each backend connects, and the three kinds of transaction the shared
+//!   queries run in (write, one-snapshot read, handler activation).
 //! - [`StoreError`]: `NotFound`, `Conflict`, `Invalid` for callers to act on; `Database` and
 //!   `Migrate` opaque.
 //! - `testing` (feature `testing`): isolated databases for other crates' integration tests.
