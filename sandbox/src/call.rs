@@ -143,6 +143,24 @@ pub(crate) fn classify(
     }
 }
 
+/// How deep JSON from a handler (its result, a capability's arguments) may nest: serde_json's
+/// recursion limit, which keeps the host's stack safe while parsing.
+pub(crate) const MAX_JSON_DEPTH: usize = 128;
+
+/// Parses JSON text the guest wrote. The guest only writes well-formed JSON (its own writer or
+/// `JSON.stringify`), so what fails here is a value nested deeper than [`MAX_JSON_DEPTH`]; the
+/// error is a predicate for a sentence about that value ("the result is …").
+pub(crate) fn guest_json(bytes: &[u8]) -> Result<serde_json::Value, String> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        // serde_json has no public error code for it; its message is stable.
+        if e.to_string().starts_with("recursion limit exceeded") {
+            format!("nested deeper than {MAX_JSON_DEPTH} levels")
+        } else {
+            format!("not JSON ({e})")
+        }
+    })
+}
+
 /// Maps the guest's reported outcome to a result.
 pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Value, SandboxError> {
     let Some((kind, bytes)) = output else {
@@ -150,8 +168,8 @@ pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Valu
     };
     let text = || String::from_utf8_lossy(&bytes).into_owned();
     match kind {
-        kind::OK => serde_json::from_slice(&bytes).map_err(|e| SandboxError::InvalidOutput {
-            message: format!("the runtime produced text that is not JSON: {e}"),
+        kind::OK => guest_json(&bytes).map_err(|problem| SandboxError::InvalidOutput {
+            message: format!("the handler's result is {problem}"),
         }),
         kind::THREW => Err(SandboxError::HandlerThrew { message: text() }),
         kind::INVALID_OUTPUT => Err(SandboxError::InvalidOutput { message: text() }),

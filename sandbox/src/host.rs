@@ -260,7 +260,8 @@ const PANICKED: &str = "the capability host panicked";
 /// A capability call that passed every check, ready to run.
 struct HostCall {
     capability: String,
-    args: serde_json::Value,
+    /// The arguments, or why they cannot be passed (the capability then fails for the handler).
+    args: Result<serde_json::Value, String>,
     host: Arc<dyn CapabilityHost>,
 }
 
@@ -317,15 +318,8 @@ fn begin_host_call(
     }
     let args_bytes = read_guest(caller, args_ptr, args_len)?;
     let state = caller.data_mut();
-    let args: serde_json::Value = match serde_json::from_slice(&args_bytes) {
-        Ok(args) => args,
-        Err(error) => {
-            return Err(state.fail(SandboxError::internal_with(
-                "the guest sent capability arguments that are not JSON",
-                error,
-            )));
-        }
-    };
+    let args = crate::call::guest_json(&args_bytes)
+        .map_err(|problem| format!("the arguments are {problem}"));
     Ok(HostCall {
         capability,
         args,
@@ -340,10 +334,12 @@ async fn host_call(
     (name_ptr, name_len, args_ptr, args_len): (u32, u32, u32, u32),
 ) -> wasmtime::Result<i32> {
     let call = begin_host_call(&mut caller, name_ptr, name_len, args_ptr, args_len)?;
+    let args = match call.args {
+        Ok(args) => args,
+        Err(problem) => return finish_host_call(caller.data_mut(), Err(problem)),
+    };
     let span = tracing::debug_span!("sandbox.host_call", capability = %call.capability);
-    let future = match catch_unwind(AssertUnwindSafe(|| {
-        call.host.call(&call.capability, call.args)
-    })) {
+    let future = match catch_unwind(AssertUnwindSafe(|| call.host.call(&call.capability, args))) {
         Ok(future) => AssertUnwindSafe(future).catch_unwind().instrument(span),
         Err(_) => return finish_host_call(caller.data_mut(), Err(PANICKED.to_string())),
     };

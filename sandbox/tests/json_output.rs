@@ -93,6 +93,19 @@ function handle(request) {
       settled.then(() => {}).then(() => host.call("echo", { late: true }));
       return settled;
     }
+    case "too_deep": {
+      // Deeper than the host's parser takes (128 levels): as a result, and as capability arguments,
+      // which fail that capability call (the handler can catch it) rather than the whole call.
+      let v = "leaf";
+      for (let i = 0; i < 200; i++) v = { v };
+      if (request.as === "result") return v;
+      try {
+        host.call("echo", v);
+        return "the call went through";
+      } catch (error) {
+        return { caught: error.name, message: error.message };
+      }
+    }
     case "reply": {
       const reply = host.call("echo", { x: { y: [1, "é😀", null, true] } });
       return {
@@ -221,6 +234,24 @@ fn results_json_cannot_describe_fail_as_before() {
         let error = run(json!({ "case": case })).expect_err(case);
         assert_eq!(error.code(), "invalid_output", "{case}: {error}");
     }
+}
+
+#[test]
+fn json_nested_deeper_than_the_host_parses_is_the_handler_s_error() {
+    let error = run(json!({ "case": "too_deep", "as": "result" })).expect_err("too deep");
+    assert_eq!(error.code(), "invalid_output", "{error}");
+    assert!(
+        error.to_string().contains("nested deeper than 128 levels"),
+        "{error}"
+    );
+    let caught = ok(json!({ "case": "too_deep", "as": "args" }));
+    assert_eq!(caught["caught"], "CapabilityError", "{caught}");
+    let message = caught["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("echo")
+            && message.contains("the arguments are nested deeper than 128 levels"),
+        "{caught}"
+    );
 }
 
 #[test]
