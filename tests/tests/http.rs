@@ -1,6 +1,6 @@
-//! ECMA-431 over real sockets: POST /nlip with JSON and CBOR, every error as an NLIP
-//! message with its status, the mandatory exchanges, uploads on the second port, and
-//! conversations that survive a restart.
+//! ECMA-431 over real sockets: POST /nlip with JSON and CBOR, over HTTP/1.1 and HTTP/2, every
+//! error as an NLIP message with its status, the mandatory exchanges, uploads on the second
+//! port, and conversations that survive a restart.
 
 use parley_nlip::{ErrorInfo, Format, Message, Submessage, TokenKind};
 use parley_tests::{TestApp, post_json, post_raw, test_settings};
@@ -427,11 +427,11 @@ fn post_head(len: usize, close: bool) -> String {
     )
 }
 
-/// Everything the server sends until it closes the connection (at most 10 s).
 async fn connect(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     tokio::net::TcpStream::connect(addr).await.expect("connect")
 }
 
+/// Everything the server sends until it closes the connection (at most 10 s).
 async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
     use tokio::io::AsyncReadExt;
     let mut reply = Vec::new();
@@ -677,5 +677,86 @@ async fn connections_beyond_the_limit_wait_until_one_closes_websockets_included(
         .expect("served once the session closed")
         .expect("join");
     assert_eq!(status, 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn http2_peers_are_answered_and_pinged_and_a_silent_one_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.ws_ping_interval_ms = 200;
+    let app = TestApp::spawn(&settings).await;
+
+    // An NLIP exchange over HTTP/2 (cleartext, prior knowledge).
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let reply = client
+        .post(app.url())
+        .header("content-type", "application/json")
+        .body(r#"{"format":"text","subformat":"english","content":"help"}"#)
+        .send()
+        .await
+        .expect("HTTP/2 request");
+    assert_eq!(reply.version(), reqwest::Version::HTTP_2);
+    assert_eq!(reply.status(), 200);
+    let body: Value = reply.json().await.expect("JSON reply");
+    assert_eq!(body["format"], "text", "{body}");
+
+    // A raw HTTP/2 peer: the connection preface and empty SETTINGS, then frame by frame.
+    const SETTINGS: u8 = 0x4;
+    const PING: u8 = 0x6;
+    const ACK: u8 = 0x1;
+    fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len())
+            .expect("small frame")
+            .to_be_bytes();
+        let mut out = vec![len[1], len[2], len[3], kind, flags, 0, 0, 0, 0];
+        out.extend_from_slice(payload);
+        out
+    }
+    async fn next_frame(stream: &mut tokio::net::TcpStream) -> Option<(u8, u8, Vec<u8>)> {
+        let mut head = [0u8; 9];
+        stream.read_exact(&mut head).await.ok()?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        stream.read_exact(&mut payload).await.ok()?;
+        Some((head[3], head[4], payload))
+    }
+    let mut peer = connect(app.addr).await;
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    hello.extend(frame(SETTINGS, 0, &[]));
+    peer.write_all(&hello).await.expect("preface");
+
+    // For six ping intervals the peer acknowledges the server's settings and answers its pings:
+    // the connection stays open, and the server pings at least twice.
+    let mut pings = 0;
+    let answering = tokio::time::Instant::now() + std::time::Duration::from_millis(1200);
+    while let Ok(read) = tokio::time::timeout_at(answering, next_frame(&mut peer)).await {
+        let (kind, flags, payload) = read.expect("the server keeps an answering peer");
+        let answer = match (kind, flags & ACK) {
+            (SETTINGS, 0) => frame(SETTINGS, ACK, &[]),
+            (PING, 0) => {
+                pings += 1;
+                frame(PING, ACK, &payload)
+            }
+            _ => continue,
+        };
+        peer.write_all(&answer).await.expect("answer");
+    }
+    assert!(
+        pings >= 2,
+        "the server pinged {pings} times in six intervals"
+    );
+
+    // Then the peer goes silent: the server closes the connection after its ping goes
+    // unanswered (after a GOAWAY, or at once).
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while next_frame(&mut peer).await.is_some() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "a silent HTTP/2 peer is disconnected");
     app.stop().await;
 }

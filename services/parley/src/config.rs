@@ -101,7 +101,8 @@ pub struct Limits {
     /// Longest time one request may take before it is answered with a timeout error; an HTTP
     /// request's body must also arrive within it (else 408, `request_timeout`).
     pub request_timeout_ms: u64,
-    /// Interval between WebSocket pings; a connection silent for three intervals is closed.
+    /// Interval between pings on WebSocket sessions and HTTP/2 connections; a WebSocket silent
+    /// for three intervals, or an HTTP/2 peer that leaves a ping unanswered for two, is closed.
     pub ws_ping_interval_ms: u64,
     /// How many earlier messages of a conversation the reasoner sees.
     pub history_messages: u32,

@@ -149,8 +149,16 @@ async fn serve_nlip(
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(head_timeout);
-    // RFC 8441 extended CONNECT: WebSocket over HTTP/2.
-    builder.http2().enable_connect_protocol();
+    // HTTP/2 connections are pinged like WebSocket sessions: a peer that does not answer within
+    // two more intervals is gone, and its connection (and slot) is dropped.
+    let ping = Duration::from_millis(limits.ws_ping_interval_ms);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(ping)
+        .keep_alive_timeout(ping.saturating_mul(2))
+        // RFC 8441 extended CONNECT: WebSocket over HTTP/2.
+        .enable_connect_protocol();
     let builder = Arc::new(builder);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
