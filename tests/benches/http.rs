@@ -13,10 +13,12 @@
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+
+use parley_tests::{parley_serve_command, repo_root};
 
 const ROLE_ENV: &str = "PARLEY_BENCH_ROLE";
 const BODY: &str = r#"{"format":"text","subformat":"english","content":"Hello"}"#;
@@ -83,17 +85,9 @@ impl Config {
     }
 }
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_owned)
-        .unwrap_or_default()
-}
-
 /// A loopback port that was free a moment ago.
 fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+    parley_tests::free_port().map_err(|e| format!("no free port: {e}"))
 }
 
 /// One server under test, owned by this process: stopped on drop whatever happens.
@@ -474,19 +468,8 @@ fn run() -> Result<()> {
 
     if wanted(&cfg, "parley") {
         let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(exe);
-        cmd.env(ROLE_ENV, "parley")
-            .arg("serve")
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--upload-listen")
-            .arg(format!("127.0.0.1:{}", free_port()?))
-            .arg("--data-dir")
-            .arg(tmp.path().join("parley-data"))
-            .arg("--capabilities")
-            .arg(root.join("examples/capabilities.toml"))
-            .current_dir(&root);
+        let cmd = parley_serve_command(ROLE_ENV, addr, &tmp.path().join("parley-data"))
+            .map_err(|e| format!("cannot prepare `parley serve`: {e}"))?;
         let log = tmp.path().join("parley.log");
         targets.push(Target::start("parley", cmd, log, addr, "/nlip")?);
     }

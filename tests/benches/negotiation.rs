@@ -26,7 +26,7 @@
 //! `BENCH_REQUESTS` (measured requests per message kind and transport, default 3000),
 //! `BENCH_WARMUP_REQUESTS` (default 300).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ use parley_negotiator::{
 };
 use parley_nlip::{Content, Format, Message};
 use parley_store::Store;
-use parley_tests::{TestApp, example_capabilities, test_settings};
+use parley_tests::{TestApp, example_capabilities, repo_root, test_settings};
 use serde_json::{Value, json};
 
 type Result<T> = std::result::Result<T, String>;
@@ -279,12 +279,8 @@ fn load_average() -> String {
     )
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn product_protocol() -> Result<String> {
-    let path = repo().join("examples/protocols/product-info.md");
+    let path = repo_root().join("examples/protocols/product-info.md");
     std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -602,26 +598,12 @@ struct ProviderProcess {
 
 impl ProviderProcess {
     async fn start(dir: &Path) -> Result<ProviderProcess> {
-        let port = || -> Result<u16> {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-            Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
-        };
-        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port()?).into();
+        let port = parley_tests::free_port().map_err(|e| format!("no free port: {e}"))?;
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
         let log = std::fs::File::create(dir.join("provider.log")).map_err(|e| e.to_string())?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let child = std::process::Command::new(exe)
-            .env(ROLE_ENV, "parley")
-            .arg("serve")
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--upload-listen")
-            .arg(format!("127.0.0.1:{}", port()?))
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--capabilities")
-            .arg(example_capabilities())
-            .current_dir(repo())
+        let child = parley_tests::parley_serve_command(ROLE_ENV, addr, &dir.join("data"))
+            .map_err(|e| format!("cannot prepare the provider process: {e}"))?
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -9,9 +9,46 @@ use parley::startup::Bound;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// The repository's root directory.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
 /// The repository's example capabilities file (product catalogue and more).
 pub fn example_capabilities() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/capabilities.toml")
+    repo_root().join("examples/capabilities.toml")
+}
+
+/// A loopback port that was free when asked (the OS picks it).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// `parley serve` in a child process as the benchmarks run it: the running binary re-executed
+/// with `role_env=parley` (its `main` then calls `parley::cli::main`), NLIP on `listen`, uploads
+/// on another free loopback port, SQLite in `data_dir`, the example capabilities, run from the
+/// repository root. The caller adds stdio and spawns it.
+pub fn parley_serve_command(
+    role_env: &str,
+    listen: SocketAddr,
+    data_dir: &Path,
+) -> std::io::Result<std::process::Command> {
+    let mut command = std::process::Command::new(std::env::current_exe()?);
+    command
+        .env(role_env, "parley")
+        .arg("serve")
+        .arg("--listen")
+        .arg(listen.to_string())
+        .arg("--upload-listen")
+        .arg(format!("127.0.0.1:{}", free_port()?))
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--capabilities")
+        .arg(example_capabilities())
+        .current_dir(repo_root());
+    Ok(command)
 }
 
 /// Settings for a test server: ephemeral loopback ports, SQLite in `dir`, the example
