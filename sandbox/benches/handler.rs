@@ -351,7 +351,76 @@ fn main() {
         );
     }
 
+    if !skip_async {
+        ready_section(&config, &input, calls / 2);
+    }
     if !std::env::var("BENCH_SKIP_PUBLISH").is_ok_and(|v| v == "1") {
         publish_section(&config);
+    }
+}
+
+/// Calls as a server makes them: from a tokio task that waits between two calls (here it
+/// yields), so each finished instance is reset in a task of its own after the answer. Once with
+/// `ready_instances = 0`, every call instantiating its instance on its way, and once with the
+/// default, the call taking an instance made ready after the previous call; in alternating blocks
+/// of 500, so that load from elsewhere falls on both alike.
+fn ready_section(base: &SandboxConfig, input: &Value, calls: usize) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let variants = [0, base.ready_instances].map(|ready_instances| {
+        let sandbox = Sandbox::new(SandboxConfig {
+            ready_instances,
+            ..base.clone()
+        })
+        .expect("sandbox");
+        let handler = sandbox.publish(HANDLER).expect("publish");
+        (ready_instances, sandbox, handler)
+    });
+    let input = input.clone();
+    let mut latencies = runtime.block_on(async move {
+        tokio::spawn(async move {
+            let mut latencies = [Vec::new(), Vec::new()];
+            let host: Arc<dyn parley_sandbox::CapabilityHost> = Arc::new(NoCapabilities);
+            for block in 0..(calls / 500).max(2) {
+                let which = block % 2;
+                let (_, sandbox, handler) = &variants[which];
+                for _ in 0..500 {
+                    let started = Instant::now();
+                    let output = sandbox
+                        .call(handler, &input, &Grants::none(), Arc::clone(&host))
+                        .await;
+                    latencies[which].push(started.elapsed());
+                    std::hint::black_box(output.expect("call succeeds"));
+                    tokio::task::yield_now().await;
+                }
+            }
+            latencies
+        })
+        .await
+        .expect("bench task")
+    });
+    println!();
+    println!("async calls from a task that yields between calls (as a server's connection task)");
+    println!(
+        "{:<34} {:>8} {:>12} {:>12}",
+        "instance", "calls", "median", "p99"
+    );
+    for (latencies, ready) in latencies.iter_mut().zip([0, base.ready_instances]) {
+        latencies.sort();
+        let label = if ready == 0 {
+            "instantiated on the call's way".to_string()
+        } else {
+            format!("made ready after the last call ({ready})")
+        };
+        println!(
+            "{:<34} {:>8} {:>12.2?} {:>12.2?}",
+            label,
+            latencies.len(),
+            latencies[latencies.len() / 2],
+            latencies[latencies.len() * 99 / 100],
+        );
     }
 }

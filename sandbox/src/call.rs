@@ -1,16 +1,17 @@
 //! One call: a fresh `Store` and instance, the input in, the outcome out.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use wasmtime::{Engine, Store, Trap, UpdateDeadline};
+use futures::FutureExt as _;
+use wasmtime::{Engine, Memory, Store, Trap, TypedFunc, UpdateDeadline};
 
 use crate::config::SandboxConfig;
 use crate::engine::EPOCH_TICK;
 use crate::error::SandboxError;
 use crate::host::{CallLimits, CallState, Phase, kind};
 use crate::runtime::Entry;
-use crate::{CallReport, CapabilityHost, Grants, Handler, SandboxInner};
+use crate::{CallReport, CapabilityHost, Grants, Handler, HandlerInner, SandboxInner};
 
 /// Serialises the input once, before any work, and enforces the input cap.
 pub(crate) fn serialize_input(
@@ -47,56 +48,75 @@ pub(crate) fn limits(config: &SandboxConfig, deadline_ms: u64) -> CallLimits {
 pub(crate) fn new_store(
     engine: &Engine,
     ticker: &crate::engine::Ticker,
-    mut state: CallState,
+    state: CallState,
     deadline_ms: u64,
     fuel: Option<u64>,
 ) -> Result<Store<CallState>, SandboxError> {
-    // Before the deadline is set: the ticker may be parked.
-    state.epoch_hold = Some(ticker.hold());
+    let mut store = idle_store(engine, state);
+    start_clock(&mut store, ticker, deadline_ms, fuel)?;
+    Ok(store)
+}
+
+/// A store with the memory limiter and, for a call, the epoch callback, whose clock has not
+/// started: instances can be put into it, but its code does not run until [`start_clock`].
+fn idle_store(engine: &Engine, state: CallState) -> Store<CallState> {
     let phase = state.phase;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    match phase {
+    if phase == Phase::Call {
+        store.epoch_deadline_callback(|mut context| {
+            let state = context.data_mut();
+            if let Some(timeout) = state.past_deadline() {
+                return Err(timeout);
+            }
+            // tokio's yield lets the runtime poll its timers and sockets before the guest
+            // runs on (outside a runtime it wakes at once). The time until the guest runs
+            // again is the executor's, not the call's: the deadline leaves it out.
+            let yielded = Arc::clone(&state.yielded_nanos);
+            let blocking = state.blocking;
+            Ok(UpdateDeadline::YieldCustom(
+                1,
+                Box::pin(async move {
+                    let since = Instant::now();
+                    if blocking {
+                        yield_at_once().await;
+                    } else {
+                        tokio::task::yield_now().await;
+                    }
+                    let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                    yielded.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+                }),
+            ))
+        });
+    }
+    store
+}
+
+/// Starts the store's clock: keeps the epoch ticker running while the store lives, sets the epoch
+/// deadline and the fuel.
+fn start_clock(
+    store: &mut Store<CallState>,
+    ticker: &crate::engine::Ticker,
+    deadline_ms: u64,
+    fuel: Option<u64>,
+) -> Result<(), SandboxError> {
+    // Before the deadline is set: the ticker may be parked.
+    store.data_mut().epoch_hold = Some(ticker.hold());
+    match store.data().phase {
         Phase::Publish => {
             // Round up to whole ticks and add one: the next tick may come right after this line.
             let tick_ms = EPOCH_TICK.as_millis().max(1) as u64;
             store.set_epoch_deadline(deadline_ms.div_ceil(tick_ms) + 1);
             store.epoch_deadline_trap();
         }
-        Phase::Call => {
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_callback(|mut context| {
-                let state = context.data_mut();
-                if let Some(timeout) = state.past_deadline() {
-                    return Err(timeout);
-                }
-                // tokio's yield lets the runtime poll its timers and sockets before the guest
-                // runs on (outside a runtime it wakes at once). The time until the guest runs
-                // again is the executor's, not the call's: the deadline leaves it out.
-                let yielded = Arc::clone(&state.yielded_nanos);
-                let blocking = state.blocking;
-                Ok(UpdateDeadline::YieldCustom(
-                    1,
-                    Box::pin(async move {
-                        let since = Instant::now();
-                        if blocking {
-                            yield_at_once().await;
-                        } else {
-                            tokio::task::yield_now().await;
-                        }
-                        let nanos = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                        yielded.fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
-                    }),
-                ))
-            });
-        }
+        Phase::Call => store.set_epoch_deadline(1),
     }
     if let Some(fuel) = fuel {
         store
             .set_fuel(fuel)
             .map_err(|e| SandboxError::wasmtime("setting fuel", e))?;
     }
-    Ok(store)
+    Ok(())
 }
 
 /// Returns `Pending` once, having woken its task already: a yield any executor resumes at once.
@@ -183,8 +203,49 @@ pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Valu
     }
 }
 
-/// Runs `handler` on the serialised `input` in a fresh instance; the report keeps the logs
-/// whatever the outcome.
+/// A call's store with the handler's instances in it, before any of its code has run, and the
+/// entry points the call uses. A store holds exactly one of these, and a call runs in exactly one.
+pub(crate) struct Instantiated {
+    store: Store<CallState>,
+    alloc: TypedFunc<u32, u32>,
+    run: TypedFunc<(u32, u32), ()>,
+    memory: Memory,
+}
+
+impl Instantiated {
+    /// Puts `handler`'s instances (its memory image, then the runtime code over it) into a new
+    /// store holding `state`. The store's clock is not started.
+    pub(crate) async fn new(
+        handler: &HandlerInner,
+        state: CallState,
+    ) -> Result<Self, (Store<CallState>, wasmtime::Error)> {
+        let mut store = idle_store(&handler.engine, state);
+        let found = async {
+            let instance = handler
+                .runtime
+                .instantiate(&mut store, &handler.image)
+                .await?;
+            let entry = &handler.runtime.entry;
+            let alloc = Entry::func::<u32, u32>(&instance, &mut store, &entry.alloc)?;
+            let run = Entry::func::<(u32, u32), ()>(&instance, &mut store, &entry.run)?;
+            let memory = entry.memory(&instance, &mut store)?;
+            wasmtime::Result::Ok((alloc, run, memory))
+        }
+        .await;
+        match found {
+            Ok((alloc, run, memory)) => Ok(Instantiated {
+                store,
+                alloc,
+                run,
+                memory,
+            }),
+            Err(e) => Err((store, e)),
+        }
+    }
+}
+
+/// Runs `handler` on the serialised `input` in a fresh instance (`ready`, instantiated ahead for
+/// this handler, or one made now); the report keeps the logs whatever the outcome.
 #[tracing::instrument(name = "sandbox.call", level = "debug", skip_all, fields(handler = %handler.hash()))]
 pub(crate) async fn call_report(
     sandbox: &SandboxInner,
@@ -192,6 +253,7 @@ pub(crate) async fn call_report(
     input: &[u8],
     grants: Grants,
     host: Arc<dyn CapabilityHost>,
+    ready: Option<Instantiated>,
     release: Release,
 ) -> CallReport {
     let config = &sandbox.config;
@@ -211,33 +273,39 @@ pub(crate) async fn call_report(
     );
     // Only blocking callers release at once (see `Release`).
     state.blocking = matches!(release, Release::Now);
-    let mut store = match new_store(
-        &sandbox.engine,
+    let mut call = match ready {
+        Some(mut ready) => {
+            *ready.store.data_mut() = state;
+            ready
+        }
+        None => match Instantiated::new(&handler.inner, state).await {
+            Ok(instantiated) => instantiated,
+            Err((_, e))
+                if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                    .is_some() =>
+            {
+                return failed(SandboxError::Overloaded);
+            }
+            Err((mut store, e)) => {
+                return failed(classify(&mut store, e, config, config.deadline_ms));
+            }
+        },
+    };
+    if let Err(error) = start_clock(
+        &mut call.store,
         &sandbox.ticker,
-        state,
         config.deadline_ms,
         config.fuel,
     ) {
-        Ok(store) => store,
-        Err(error) => return failed(error),
-    };
-    // The handler's memory (copy-on-write from its image), then the shared runtime code over it.
-    let inner = &handler.inner;
-    let instance = match inner.runtime.instantiate(&mut store, &inner.image).await {
-        Ok(instance) => instance,
-        Err(e)
-            if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
-                .is_some() =>
-        {
-            return failed(SandboxError::Overloaded);
-        }
-        Err(e) => return failed(classify(&mut store, e, config, config.deadline_ms)),
-    };
+        return failed(error);
+    }
+    let Instantiated {
+        mut store,
+        alloc,
+        run,
+        memory,
+    } = call;
     let ran = async {
-        let entry = &inner.runtime.entry;
-        let alloc = Entry::func::<u32, u32>(&instance, &mut store, &entry.alloc)?;
-        let run = Entry::func::<(u32, u32), ()>(&instance, &mut store, &entry.run)?;
-        let memory = entry.memory(&instance, &mut store)?;
         let len = u32::try_from(input.len())?;
         let ptr = alloc.call_async(&mut store, len).await?;
         memory.write(&mut store, ptr as usize, input)?;
@@ -254,7 +322,7 @@ pub(crate) async fn call_report(
     };
     let logs = std::mem::take(&mut state.logs);
     let logs_truncated = state.logs_truncated;
-    release.instance(store);
+    release.instance(store, &handler.inner);
     if let Err(error) = &result {
         tracing::debug!(
             code = error.code(),
@@ -282,33 +350,54 @@ pub(crate) enum Release {
 }
 
 impl Release {
-    fn instance(self, store: Store<CallState>) {
+    fn instance(self, store: Store<CallState>, handler: &Arc<HandlerInner>) {
         match self {
             Release::Now => drop(store),
-            Release::Deferred(resets, slot) => resets.defer(store, slot),
+            Release::Deferred(resets, slot) => resets.defer(store, slot, Arc::downgrade(handler)),
         }
     }
 }
 
-/// Instances of finished calls waiting for their reset. A deferred instance is reset by a task
-/// spawned for it: tokio runs a task spawned from a worker right after the current one, on the
-/// same thread, so the reset happens once the caller has answered its peer (the caller's task
-/// yields when it waits for the next request). A caller that makes its next call without
-/// yielding first (a loop over test cases, say) finds the reset still pending and does it
-/// itself before taking a slot, so its next instance is the one just reset, warm in the cache,
-/// rather than another slot. Outside a task (off a runtime, or blocking on one) the reset is
-/// done at once.
-#[derive(Default)]
+/// A finished call's store, its pool slot, and the handler it ran.
+type Finished = (
+    Store<CallState>,
+    tokio::sync::OwnedSemaphorePermit,
+    Weak<HandlerInner>,
+);
+
+/// Instances of finished calls waiting for their reset, and the instances made ready after it. A
+/// deferred instance is reset by a task spawned for it: tokio runs a task spawned from a worker
+/// right after the current one, on the same thread, so the reset happens once the caller has
+/// answered its peer (the caller's task yields when it waits for the next request). The same task
+/// then instantiates the handler again in that slot, ready for the handler's next call (see
+/// [`Ready`]). A caller that makes its next call without yielding first (a loop over test cases,
+/// say) finds the reset still pending and does it itself before taking an instance, so its next
+/// instance is the one just made, warm in the cache, rather than another slot. Outside a task (off
+/// a runtime, or blocking on one) the reset is done at once.
 pub(crate) struct Resets {
-    pending: std::sync::Mutex<Vec<(Store<CallState>, tokio::sync::OwnedSemaphorePermit)>>,
+    pending: std::sync::Mutex<Vec<Finished>>,
     /// A reset task is spawned and has not started yet: no need for another. (A caller that
     /// calls again without yielding would otherwise spawn one per call, and each spawn behind
     /// another wakes a second worker to steal it.)
     scheduled: std::sync::atomic::AtomicBool,
+    pub(crate) ready: Ready,
 }
 
 impl Resets {
-    fn defer(self: Arc<Self>, store: Store<CallState>, slot: tokio::sync::OwnedSemaphorePermit) {
+    pub(crate) fn new(ready: Ready) -> Self {
+        Resets {
+            pending: std::sync::Mutex::default(),
+            scheduled: std::sync::atomic::AtomicBool::new(false),
+            ready,
+        }
+    }
+
+    fn defer(
+        self: Arc<Self>,
+        store: Store<CallState>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+        handler: Weak<HandlerInner>,
+    ) {
         // Only a task yields to its runtime when it waits; a thread blocking on a runtime
         // (`block_on`) is no worker, and a task spawned from it would be reset by another
         // thread, racing the caller's next call for the slot.
@@ -320,7 +409,7 @@ impl Resets {
         let Ok(mut pending) = self.pending.lock() else {
             return;
         };
-        pending.push((store, slot));
+        pending.push((store, slot, handler));
         drop(pending);
         if !self
             .scheduled
@@ -336,13 +425,131 @@ impl Resets {
         }
     }
 
-    /// Resets every pending instance and frees its slot.
+    /// Resets every pending instance, then makes an instance ready in its slot for the handler
+    /// it ran, or frees the slot.
     pub(crate) fn run(&self) {
         let due = match self.pending.lock() {
             Ok(mut pending) if !pending.is_empty() => std::mem::take(&mut *pending),
             _ => return,
         };
         // Outside the lock: dropping the stores is the work.
-        drop(due);
+        for (store, slot, handler) in due {
+            drop(store);
+            self.ready.refill(&handler, slot);
+        }
+    }
+}
+
+/// Instances instantiated ahead of their call for the handlers called last, at most
+/// `SandboxConfig::ready_instances`, each holding its pool slot: a call that finds one for its
+/// handler skips instantiation (a new store, the handler's memory image and the runtime code
+/// instantiated, the entry points looked up), which is then done after the previous call's
+/// answer rather than before this one's. Nothing has run in a ready instance, so a call in it
+/// starts exactly as in one made for it. A caller that finds no free slot takes one from the
+/// oldest ready instance.
+pub(crate) struct Ready {
+    parked: std::sync::Mutex<std::collections::VecDeque<Parked>>,
+    capacity: usize,
+    /// What a ready instance's store holds until its call replaces it: the call limits (the memory
+    /// limiter checks the image against them), no grants, no capabilities.
+    limits: CallLimits,
+    no_host: Arc<dyn CapabilityHost>,
+    /// Wakes callers waiting for a slot when an instance is made ready (see `SandboxInner::slot`).
+    pub(crate) parked_one: tokio::sync::Notify,
+}
+
+struct Parked {
+    handler: Weak<HandlerInner>,
+    instance: Instantiated,
+    slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Ready {
+    pub(crate) fn new(config: &SandboxConfig) -> Self {
+        Ready {
+            parked: std::sync::Mutex::default(),
+            capacity: config.ready_instances.min(config.pool_instances) as usize,
+            limits: limits(config, config.deadline_ms),
+            no_host: Arc::new(crate::NoCapabilities),
+            parked_one: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// A ready instance of `handler`, with its slot.
+    pub(crate) fn take(
+        &self,
+        handler: &Arc<HandlerInner>,
+    ) -> Option<(Instantiated, tokio::sync::OwnedSemaphorePermit)> {
+        if self.capacity == 0 {
+            return None;
+        }
+        let mut parked = self.parked.lock().ok()?;
+        // The newest first: the most likely to be warm in the cache.
+        let index = parked
+            .iter()
+            .rposition(|p| std::ptr::eq(p.handler.as_ptr(), Arc::as_ptr(handler)))?;
+        let taken = parked.remove(index)?;
+        drop(parked);
+        Some((taken.instance, taken.slot))
+    }
+
+    /// How many instances are ready.
+    pub(crate) fn len(&self) -> usize {
+        self.parked.lock().map_or(0, |parked| parked.len())
+    }
+
+    /// Drops the oldest ready instance, freeing its slot. Whether there was one.
+    pub(crate) fn evict_oldest(&self) -> bool {
+        let oldest = match self.parked.lock() {
+            Ok(mut parked) => parked.pop_front(),
+            Err(_) => None,
+        };
+        oldest.is_some()
+    }
+
+    /// Makes an instance of `handler` ready in `slot`, unless readiness is off, the handler is
+    /// gone or no other slot is free (a call may be waiting for this one), in which case the slot
+    /// is freed. The oldest ready instance makes room if needed.
+    fn refill(&self, handler: &Weak<HandlerInner>, slot: tokio::sync::OwnedSemaphorePermit) {
+        if self.capacity == 0 || slot.semaphore().available_permits() == 0 {
+            return;
+        }
+        let Some(strong) = handler.upgrade() else {
+            return;
+        };
+        let state = CallState::new(
+            Phase::Call,
+            self.limits,
+            Grants::none(),
+            Arc::clone(&self.no_host),
+            0,
+        );
+        // Instantiation runs no guest code and nothing in it waits: it completes in one poll.
+        let Some(Ok(instance)) = Instantiated::new(&strong, state).now_or_never() else {
+            return;
+        };
+        drop(strong);
+        // Dropped outside the lock: dropping a store resets its instance.
+        let mut evicted = Vec::new();
+        if let Ok(mut parked) = self.parked.lock() {
+            // Those of handlers dropped since go first, then the oldest.
+            let (live, dead): (std::collections::VecDeque<_>, std::collections::VecDeque<_>) =
+                std::mem::take(&mut *parked)
+                    .into_iter()
+                    .partition(|p| p.handler.strong_count() > 0);
+            *parked = live;
+            evicted.extend(dead);
+            while parked.len() >= self.capacity {
+                evicted.extend(parked.pop_front());
+            }
+            parked.push_back(Parked {
+                handler: handler.clone(),
+                instance,
+                slot,
+            });
+        }
+        drop(evicted);
+        // A caller that began waiting for a slot after the check above takes this one.
+        self.parked_one.notify_waiters();
     }
 }

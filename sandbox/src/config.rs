@@ -45,6 +45,13 @@ pub struct SandboxConfig {
     /// their own on top). An async call waits for a free slot up to `deadline_ms`, then fails with
     /// `overloaded`; a blocking call fails at once.
     pub pool_instances: u32,
+    /// Instances kept instantiated ahead for the handlers called last, each holding one of the
+    /// `pool_instances` slots until a call of its handler takes it (or a call that finds no free
+    /// slot takes the slot of the oldest). A call that finds one skips instantiation; the
+    /// instantiation is done after the previous call has answered. `0` instantiates every call on
+    /// its way, as the first call of a handler always does. More than `pool_instances` means
+    /// `pool_instances`.
+    pub ready_instances: u32,
     /// Bytes of each pooled linear memory reset with `memset` rather than `madvise` when a slot is
     /// reused. Keeping pages resident avoids page faults and the kernel's mmap lock on every call, which
     /// is what lets two threads scale; the cost is that much resident memory per warm slot.
@@ -74,6 +81,7 @@ impl Default for SandboxConfig {
             host_call_result_bytes: MIB,
             max_host_calls: 64,
             pool_instances: 64,
+            ready_instances: 8,
             pool_keep_resident_bytes: 4 * MIB,
             cache_dir: None,
             warm_up: true,
@@ -148,6 +156,12 @@ impl SandboxConfig {
             i32_max,
         )?;
         check("pool_instances", u64::from(self.pool_instances), 1, 10_000)?;
+        check(
+            "ready_instances",
+            u64::from(self.ready_instances),
+            0,
+            10_000,
+        )?;
         check(
             "pool_keep_resident_bytes",
             self.pool_keep_resident_bytes,

@@ -296,6 +296,7 @@ impl Sandbox {
             .transpose()?;
         let slots = Arc::new(tokio::sync::Semaphore::new(config.pool_instances as usize));
         let ticker = Ticker::start(engine.clone())?;
+        let resets = Arc::new(call::Resets::new(call::Ready::new(&config)));
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -307,7 +308,7 @@ impl Sandbox {
                 cache,
                 publish_slots: publish::PublishSlots::new(engine::PUBLISH_INSTANCES),
                 slots,
-                resets: Arc::default(),
+                resets,
                 ticker,
                 seeds: AtomicU64::new(seed),
             }),
@@ -326,6 +327,12 @@ impl Sandbox {
     /// the artifact cache. Call it from `spawn_blocking` in async code.
     pub fn publish(&self, source: &str) -> Result<Handler, SandboxError> {
         publish::publish(&self.inner, source)
+    }
+
+    /// How many instances are instantiated ahead right now, waiting for a call of their handler
+    /// (see [`SandboxConfig::ready_instances`]).
+    pub fn ready_instances(&self) -> usize {
+        self.inner.resets.ready.len()
     }
 
     /// Compiles the runtime's code, or loads it from the artifact cache, so that publishing is
@@ -365,16 +372,27 @@ impl Sandbox {
             Ok(input) => input,
             Err(error) => return CallReport::failed(error, started),
         };
-        // A reset still pending from this caller's previous call goes first: its slot, warm,
-        // is then the one this call gets.
+        // A reset still pending from this caller's previous call goes first: the instance it
+        // makes ready, warm, is then the one this call gets.
         self.inner.resets.run();
-        match self.inner.slot().await {
-            Ok(slot) => {
-                let release = call::Release::Deferred(self.inner.resets.clone(), slot);
-                call::call_report(&self.inner, handler, &input, grants.clone(), host, release).await
-            }
-            Err(error) => CallReport::failed(error, started),
-        }
+        let (ready, slot) = match self.inner.resets.ready.take(&handler.inner) {
+            Some((ready, slot)) => (Some(ready), slot),
+            None => match self.inner.slot().await {
+                Ok(slot) => (None, slot),
+                Err(error) => return CallReport::failed(error, started),
+            },
+        };
+        let release = call::Release::Deferred(self.inner.resets.clone(), slot);
+        call::call_report(
+            &self.inner,
+            handler,
+            &input,
+            grants.clone(),
+            host,
+            ready,
+            release,
+        )
+        .await
     }
 
     /// [`Sandbox::call`] for synchronous callers (benchmarks, the CLI): blocks the current thread
@@ -390,13 +408,17 @@ impl Sandbox {
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
         self.inner.resets.run();
-        let _slot = self.inner.slot_now()?;
+        let (ready, _slot) = match self.inner.resets.ready.take(&handler.inner) {
+            Some((ready, slot)) => (Some(ready), slot),
+            None => (None, self.inner.slot_now()?),
+        };
         futures::executor::block_on(call::call_report(
             &self.inner,
             handler,
             &input,
             grants.clone(),
             host,
+            ready,
             call::Release::Now,
         ))
         .into_output()
@@ -421,26 +443,41 @@ impl SandboxInner {
     }
 
     /// A free instance slot. An async caller on a tokio runtime waits for one up to the call
-    /// deadline; anyone else gets one only if it is free now. Then: `overloaded`.
+    /// deadline; anyone else gets one only if it is free now. Then: `overloaded`. A slot held by
+    /// a ready instance of another handler counts as free.
     async fn slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, SandboxError> {
-        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Ok(permit);
-        }
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(SandboxError::Overloaded);
+            return self.slot_now();
         }
-        let wait = std::time::Duration::from_millis(self.config.deadline_ms);
-        match tokio::time::timeout(wait, self.slots.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(SandboxError::Overloaded),
+        let wait = tokio::time::sleep(std::time::Duration::from_millis(self.config.deadline_ms));
+        tokio::pin!(wait);
+        loop {
+            // Created before the check: an instance made ready after it wakes this caller.
+            let parked = self.resets.ready.parked_one.notified();
+            if let Ok(permit) = self.slot_now() {
+                return Ok(permit);
+            }
+            tokio::select! {
+                permit = self.slots.clone().acquire_owned() => {
+                    return permit.map_err(|_| SandboxError::Overloaded);
+                }
+                () = parked => {}
+                () = &mut wait => return Err(SandboxError::Overloaded),
+            }
         }
     }
 
-    /// A free instance slot now, or `overloaded`: for callers that block their thread.
-    fn slot_now(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {
-        self.slots
-            .try_acquire()
-            .map_err(|_| SandboxError::Overloaded)
+    /// A free instance slot now, taken from the oldest ready instance if no other is free, or
+    /// `overloaded`.
+    fn slot_now(&self) -> Result<tokio::sync::OwnedSemaphorePermit, SandboxError> {
+        loop {
+            if let Ok(permit) = self.slots.clone().try_acquire_owned() {
+                return Ok(permit);
+            }
+            if !self.resets.ready.evict_oldest() {
+                return Err(SandboxError::Overloaded);
+            }
+        }
     }
 
     fn next_seed(&self) -> u64 {
@@ -499,6 +536,7 @@ pub fn run_once_report(
         &input,
         grants,
         host,
+        None,
         call::Release::Now,
     ))
 }

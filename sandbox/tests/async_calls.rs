@@ -402,3 +402,144 @@ fn a_blocking_call_inside_a_tokio_task_survives_its_epoch_yields() {
         .expect("call");
     assert_eq!(out.output, json!({ "spun": true }));
 }
+
+/// Waits until the sandbox has `n` ready instances (made in a task after a call's answer).
+async fn ready(sandbox: &Sandbox, n: usize) {
+    let started = Instant::now();
+    while sandbox.ready_instances() != n {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{} ready instances, expected {n}",
+            sandbox.ready_instances()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+const COUNTS: &str = r#"
+let calls = 0;
+function handle(request) {
+  calls += 1;
+  let probed = null;
+  if (request.probe) {
+    try { probed = host.call("probe", {}).thread !== undefined; } catch (e) { probed = String(e.message); }
+  }
+  return { calls, probed };
+}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_instance_starts_its_call_as_fresh_as_a_new_one_with_that_call_s_grants() {
+    let sandbox = sandbox(4, 1_000);
+    let handler = sandbox.publish(COUNTS).expect("publish");
+    let granted: Grants = ["probe"].into_iter().collect();
+    let call = |grants: Grants| {
+        let (sandbox, handler) = (sandbox.clone(), handler.clone());
+        // From a task, as a server calls: the instance is reset, and another made ready, after.
+        tokio::spawn(async move {
+            sandbox
+                .call(
+                    &handler,
+                    &json!({ "probe": true }),
+                    &grants,
+                    Arc::new(ThreadProbe),
+                )
+                .await
+        })
+    };
+    assert_eq!(sandbox.ready_instances(), 0);
+    let first = call(granted.clone()).await.expect("task").expect("call");
+    assert_eq!(first.output, json!({ "calls": 1, "probed": true }));
+    ready(&sandbox, 1).await;
+    for round in 0..4 {
+        // Taken by this call, made again after it.
+        let grants = if round % 2 == 0 {
+            Grants::none()
+        } else {
+            granted.clone()
+        };
+        let out = call(grants.clone()).await.expect("task");
+        if grants.allows("probe") {
+            let out = out.expect("call");
+            assert_eq!(
+                out.output,
+                json!({ "calls": 1, "probed": true }),
+                "round {round}"
+            );
+        } else {
+            // The previous call's grant is not this one's.
+            let error = out.expect_err("not granted");
+            assert_eq!(error.code(), "capability_refused", "round {round}: {error}");
+        }
+        ready(&sandbox, 1).await;
+    }
+
+    // Turned off: nothing is kept.
+    let off = Sandbox::new(SandboxConfig {
+        ready_instances: 0,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox");
+    let handler = off.publish(COUNTS).expect("publish");
+    let (sandbox2, handler2) = (off.clone(), handler.clone());
+    tokio::spawn(async move { plain(&sandbox2, &handler2, &json!({})).await })
+        .await
+        .expect("task")
+        .expect("call");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(off.ready_instances(), 0);
+}
+
+/// Calls `handler` from a task on `{"wait": true}`, its capability holding the call for `hold`.
+fn hold_a_slot(
+    sandbox: &Sandbox,
+    handler: &Handler,
+    hold: Duration,
+) -> tokio::task::JoinHandle<Result<CallOutput, SandboxError>> {
+    let (sandbox, handler) = (sandbox.clone(), handler.clone());
+    tokio::spawn(async move {
+        sandbox
+            .call(
+                &handler,
+                &json!({ "wait": true }),
+                &wait_grant(),
+                Arc::new(Slow { hold }),
+            )
+            .await
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_instance_of_another_handler_gives_up_its_slot() {
+    let sandbox = sandbox(2, 1_000);
+    let counts = sandbox.publish(COUNTS).expect("publish");
+    let waits = sandbox.publish(WAITS).expect("publish");
+    for blocking in [false, true] {
+        let (s, h) = (sandbox.clone(), counts.clone());
+        tokio::spawn(async move { plain(&s, &h, &json!({})).await })
+            .await
+            .expect("task")
+            .expect("call");
+        // One slot holds the first handler's ready instance; a long call takes the other.
+        ready(&sandbox, 1).await;
+        let holder = hold_a_slot(&sandbox, &waits, Duration::from_millis(500));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let out = if blocking {
+            let (s, h) = (sandbox.clone(), waits.clone());
+            tokio::task::spawn_blocking(move || plain_blocking(&s, &h, &json!({})))
+                .await
+                .expect("blocking task")
+        } else {
+            plain(&sandbox, &waits, &json!({})).await
+        };
+        let out = out.expect("the call takes the ready instance's slot");
+        assert_eq!(out.output, json!({ "done": true }), "blocking: {blocking}");
+        assert!(
+            !holder.is_finished(),
+            "blocking: {blocking}: the call waited for the holder"
+        );
+        assert_eq!(sandbox.ready_instances(), 0);
+        holder.await.expect("task").expect("the holder finishes");
+        // Both slots free again (the holder's is made ready, or freed, in its own task).
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
