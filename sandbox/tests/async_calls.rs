@@ -432,19 +432,15 @@ async fn a_ready_instance_starts_its_call_as_fresh_as_a_new_one_with_that_call_s
     let sandbox = sandbox(4, 1_000);
     let handler = sandbox.publish(COUNTS).expect("publish");
     let granted: Grants = ["probe"].into_iter().collect();
+    // From a task, as a server calls: the instance is reset, and another made ready, after.
     let call = |grants: Grants| {
-        let (sandbox, handler) = (sandbox.clone(), handler.clone());
-        // From a task, as a server calls: the instance is reset, and another made ready, after.
-        tokio::spawn(async move {
-            sandbox
-                .call(
-                    &handler,
-                    &json!({ "probe": true }),
-                    &grants,
-                    Arc::new(ThreadProbe),
-                )
-                .await
-        })
+        spawn_call(
+            &sandbox,
+            &handler,
+            json!({ "probe": true }),
+            grants,
+            Arc::new(ThreadProbe),
+        )
     };
     assert_eq!(sandbox.ready_instances(), 0);
     let first = call(granted.clone()).await.expect("task").expect("call");
@@ -480,13 +476,30 @@ async fn a_ready_instance_starts_its_call_as_fresh_as_a_new_one_with_that_call_s
     })
     .expect("sandbox");
     let handler = off.publish(COUNTS).expect("publish");
-    let (sandbox2, handler2) = (off.clone(), handler.clone());
-    tokio::spawn(async move { plain(&sandbox2, &handler2, &json!({})).await })
-        .await
-        .expect("task")
-        .expect("call");
+    spawn_call(
+        &off,
+        &handler,
+        json!({}),
+        Grants::none(),
+        Arc::new(NoCapabilities),
+    )
+    .await
+    .expect("task")
+    .expect("call");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(off.ready_instances(), 0);
+}
+
+/// Calls `handler` on `input` from a task of its own.
+fn spawn_call(
+    sandbox: &Sandbox,
+    handler: &Handler,
+    input: Value,
+    grants: Grants,
+    host: Arc<dyn CapabilityHost>,
+) -> tokio::task::JoinHandle<Result<CallOutput, SandboxError>> {
+    let (sandbox, handler) = (sandbox.clone(), handler.clone());
+    tokio::spawn(async move { sandbox.call(&handler, &input, &grants, host).await })
 }
 
 /// Calls `handler` from a task on `{"wait": true}`, its capability holding the call for `hold`.
@@ -495,17 +508,13 @@ fn hold_a_slot(
     handler: &Handler,
     hold: Duration,
 ) -> tokio::task::JoinHandle<Result<CallOutput, SandboxError>> {
-    let (sandbox, handler) = (sandbox.clone(), handler.clone());
-    tokio::spawn(async move {
-        sandbox
-            .call(
-                &handler,
-                &json!({ "wait": true }),
-                &wait_grant(),
-                Arc::new(Slow { hold }),
-            )
-            .await
-    })
+    spawn_call(
+        sandbox,
+        handler,
+        json!({ "wait": true }),
+        wait_grant(),
+        Arc::new(Slow { hold }),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -514,8 +523,8 @@ async fn a_ready_instance_of_another_handler_gives_up_its_slot() {
     let counts = sandbox.publish(COUNTS).expect("publish");
     let waits = sandbox.publish(WAITS).expect("publish");
     for blocking in [false, true] {
-        let (s, h) = (sandbox.clone(), counts.clone());
-        tokio::spawn(async move { plain(&s, &h, &json!({})).await })
+        let none = Arc::new(NoCapabilities);
+        spawn_call(&sandbox, &counts, json!({}), Grants::none(), none)
             .await
             .expect("task")
             .expect("call");
