@@ -40,6 +40,26 @@ impl StoreError {
     pub(crate) fn conflict(what: impl Into<String>) -> Self {
         Self::Conflict { what: what.into() }
     }
+
+    /// Whether the same operation may succeed if tried again unchanged: the database was
+    /// unreachable, busy, locked or too slow, rather than refusing the data (a constraint) or the
+    /// request being wrong.
+    pub fn is_transient(&self) -> bool {
+        let Self::Database(err) = self else {
+            return false;
+        };
+        match err {
+            sqlx::Error::Database(_) => {
+                matches!(violation(err), Some(sqlx::error::ErrorKind::Other))
+            }
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::WorkerCrashed => true,
+            _ => false,
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {

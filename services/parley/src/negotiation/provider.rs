@@ -130,16 +130,33 @@ impl UsageCounts {
         }
     }
 
-    /// Writes what has been counted since the last flush.
+    /// Writes what has been counted since the last flush. When the database fails in a way that
+    /// may pass (unreachable, busy, locked), what is not written yet is kept for the next flush;
+    /// counts the database refuses are dropped with a warning.
     pub async fn flush(&self, store: &Arc<dyn Store>) {
         let batch =
             std::mem::take(&mut *self.pending.lock().expect("usage lock is never poisoned"));
-        for ((peer, hash), (ok, errors)) in batch {
-            if let Err(e) = store
+        let mut batch = batch.into_iter();
+        while let Some(((peer, hash), (ok, errors))) = batch.next() {
+            match store
                 .record_usage(&peer, &hash.to_string(), ok, errors)
                 .await
             {
-                tracing::warn!(error = %e, "could not record protocol usage");
+                Ok(_) => {}
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(error = %e, "could not record protocol usage; kept for the next flush");
+                    let unwritten = std::iter::once(((peer, hash), (ok, errors))).chain(batch);
+                    let mut pending = self.pending.lock().expect("usage lock is never poisoned");
+                    for (key, (ok, errors)) in unwritten {
+                        let entry = pending.entry(key).or_default();
+                        entry.0 = entry.0.saturating_add(ok);
+                        entry.1 = entry.1.saturating_add(errors);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, %peer, protocol = %hash, "protocol usage refused by the store; dropped");
+                }
             }
         }
     }
@@ -825,5 +842,79 @@ fn reasoner_error(e: parley_negotiator::ProtocolReasonerError) -> ApiError {
     ApiError::Reasoner {
         code: e.code().to_owned(),
         message: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sqlx::Connection as _;
+
+    use super::*;
+
+    fn pending(usage: &UsageCounts, peer: &str, hash: &ProtocolHash) -> Option<(u64, u64)> {
+        let pending = usage.pending.lock().expect("usage lock");
+        pending.get(&(peer.to_owned(), *hash)).copied()
+    }
+
+    #[tokio::test]
+    async fn usage_counts_outlast_a_locked_database_and_counts_it_refuses_are_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("usage.db").display()
+        );
+        let options = parley_store::StoreOptions {
+            busy_timeout: Duration::from_millis(100),
+            ..Default::default()
+        };
+        let store = parley_store::connect(&url, options).await.expect("store");
+        let text = "# A protocol\n";
+        store.put_protocol(text).await.expect("protocol");
+        let hash = ProtocolHash::of(text);
+        let usage = UsageCounts::default();
+        usage.count("peer-a", &hash, true);
+        usage.count("peer-a", &hash, true);
+        usage.count("peer-a", &hash, false);
+
+        // Another connection holds the write lock: the flush cannot write and keeps the counts.
+        let mut holder = sqlx::SqliteConnection::connect(&url)
+            .await
+            .expect("second connection");
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut holder)
+            .await
+            .expect("lock");
+        usage.flush(&store).await;
+        assert_eq!(pending(&usage, "peer-a", &hash), Some((2, 1)));
+        sqlx::query("COMMIT")
+            .execute(&mut holder)
+            .await
+            .expect("unlock");
+
+        // Counted meanwhile, then written together.
+        usage.count("peer-a", &hash, true);
+        usage.flush(&store).await;
+        assert_eq!(pending(&usage, "peer-a", &hash), None);
+        let row = store
+            .usage("peer-a", &hash.to_string())
+            .await
+            .expect("usage")
+            .expect("a usage row");
+        assert_eq!((row.ok_count, row.error_count), (3, 1));
+
+        // A protocol the store does not know: refused (foreign key), not retried for ever.
+        let unknown = ProtocolHash::of("# Never stored\n");
+        usage.count("peer-a", &unknown, true);
+        usage.flush(&store).await;
+        assert_eq!(pending(&usage, "peer-a", &unknown), None);
+        assert!(
+            store
+                .usage("peer-a", &unknown.to_string())
+                .await
+                .expect("usage")
+                .is_none()
+        );
     }
 }
