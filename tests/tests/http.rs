@@ -681,6 +681,44 @@ async fn connections_beyond_the_limit_wait_until_one_closes_websockets_included(
 }
 
 #[tokio::test]
+async fn an_idle_http2_connection_is_closed_after_the_head_timeout_and_frees_its_slot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    // One connection slot; pings far apart, so only idleness can close the connection.
+    settings.limits.max_connections = 1;
+    settings.limits.header_read_timeout_ms = 300;
+    let app = TestApp::spawn(&settings).await;
+    let body = r#"{"format":"text","subformat":"english","content":"help"}"#;
+    let post = |client: &reqwest::Client| {
+        client
+            .post(app.url())
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+
+    // An HTTP/2 client answers pings and keeps its connection for reuse after its request.
+    let pooled = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .pool_idle_timeout(None)
+        .build()
+        .expect("client");
+    let reply = post(&pooled).await.expect("HTTP/2 request");
+    assert_eq!(reply.version(), reqwest::Version::HTTP_2);
+    assert_eq!(reply.status(), 200);
+
+    // Another client gets the slot once that connection has been idle for the head timeout.
+    let other = reqwest::Client::new();
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(10), post(&other))
+        .await
+        .expect("the idle HTTP/2 connection gave its slot up")
+        .expect("HTTP/1 request");
+    assert_eq!(reply.status(), 200);
+    drop(other);
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn http2_peers_are_answered_and_pinged_and_a_silent_one_is_dropped() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().expect("tempdir");

@@ -161,7 +161,10 @@ async fn serve_nlip(
         .enable_connect_protocol();
     let builder = Arc::new(builder);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    // Stopping: every connection finishes the requests it has and closes; `serve_nlip` returns
+    // once all have.
+    let stopping = tokio_util::sync::CancellationToken::new();
+    let connections = tokio_util::task::TaskTracker::new();
     let mut stop = std::pin::pin!(stop);
     loop {
         if slots.available_permits() == 0 {
@@ -192,36 +195,126 @@ async fn serve_nlip(
         };
         // The service lives as long as the connection, and with it the slot; a WebSocket
         // session takes a clone along when the connection is upgraded.
+        let activity = Arc::new(Activity::new());
         let service = NlipService {
             shared: shared.clone(),
             peer,
             slot,
+            activity: Arc::clone(&activity),
         };
         let builder = Arc::clone(&builder);
-        let watcher = connections.watcher();
-        tokio::spawn(async move {
+        let stopping = stopping.clone();
+        connections.spawn(async move {
             // hyper's head timer starts at a request's first byte (or at the previous answer);
             // a peer that connects and never sends one gets the same time, then is dropped.
             // (`peek`, not `readable`: readiness may be reported before any byte has come.)
             let mut first = [0u8; 1];
-            if !matches!(
-                tokio::time::timeout(head_timeout, stream.peek(&mut first)).await,
-                Ok(Ok(1..))
-            ) {
+            let first_byte = tokio::select! {
+                peeked = tokio::time::timeout(head_timeout, stream.peek(&mut first)) => peeked,
+                // Stopping: a connection with no request yet is simply closed.
+                () = stopping.cancelled() => return,
+            };
+            if !matches!(first_byte, Ok(Ok(1..))) {
                 tracing::debug!(%peer, "connection closed: no request within the head timeout");
                 return;
             }
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            if let Err(e) = watcher.watch(connection).await {
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            // Closed gracefully (HTTP/2: GOAWAY, then the streams in flight finish) when the
+            // server stops, or when no request has been in flight for the head timeout: HTTP/1
+            // has hyper's head timer for that, HTTP/2 nothing else, and an idle peer that
+            // answers pings would hold its connection slot for ever.
+            let mut closing = false;
+            let ended = loop {
+                tokio::select! {
+                    ended = connection.as_mut() => break ended,
+                    () = stopping.cancelled(), if !closing => {
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    () = activity.idle(head_timeout), if !closing => {
+                        tracing::debug!(%peer, "connection closed: idle for the head timeout");
+                        closing = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
+            };
+            if let Err(e) = ended {
                 tracing::trace!(%peer, error = %e, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    connections.shutdown().await;
+    stopping.cancel();
+    connections.close();
+    connections.wait().await;
     Ok(())
+}
+
+/// Requests in flight on one connection and when the last one began or ended: what tells an
+/// idle connection.
+#[derive(Debug)]
+struct Activity {
+    since: tokio::time::Instant,
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Milliseconds from `since` to the last request's beginning or end.
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            since: tokio::time::Instant::now(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Marks a request as in flight until the guard is dropped.
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.touch();
+        InFlight(Arc::clone(self))
+    }
+
+    /// Completes once no request has been in flight for `limit`.
+    async fn idle(&self, limit: Duration) {
+        loop {
+            let last =
+                Duration::from_millis(self.last_ms.load(std::sync::atomic::Ordering::Relaxed));
+            let due = self.since + last + limit;
+            let busy = self.in_flight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+            if !busy && tokio::time::Instant::now() >= due {
+                return;
+            }
+            // Busy: look again a limit later (its end moves `last` on).
+            let next = if busy {
+                tokio::time::Instant::now() + limit
+            } else {
+                due
+            };
+            tokio::time::sleep_until(next).await;
+        }
+    }
+}
+
+/// A request in flight on its connection (see [`Activity`]).
+#[derive(Debug)]
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// An accept error: a connection that died before it was accepted is skipped; anything else
@@ -255,6 +348,7 @@ struct NlipService {
     shared: Arc<Shared>,
     peer: SocketAddr,
     slot: ConnectionSlot,
+    activity: Arc<Activity>,
 }
 
 /// One of the listener's `limits.max_connections` slots, held by a connection and by the
@@ -276,10 +370,12 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
     fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
         let shared = self.shared.clone();
         let peer = self.peer;
+        let in_flight = self.activity.begin();
         if request.method() == axum::http::Method::POST
             && matches!(request.uri().path(), "/nlip" | "/nlip/")
         {
             return Box::pin(async move {
+                let _in_flight = in_flight;
                 let response = nlip_post(&shared.state, peer, request).await;
                 Ok(response.map(http_body_util::Either::Left))
             });
@@ -289,6 +385,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
         request.extensions_mut().insert(self.slot.clone());
         Box::pin(async move {
             use tower::ServiceExt as _;
+            let _in_flight = in_flight;
             let response = shared.router.clone().oneshot(request).await?;
             Ok(response.map(http_body_util::Either::Right))
         })
