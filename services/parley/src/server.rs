@@ -195,7 +195,7 @@ async fn serve_nlip(
         };
         // The service lives as long as the connection, and with it the slot; a WebSocket
         // session takes a clone along when the connection is upgraded.
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::default());
         let service = NlipService {
             shared: shared.clone(),
             peer,
@@ -221,12 +221,13 @@ async fn serve_nlip(
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             let mut connection = std::pin::pin!(connection);
             // Closed gracefully (HTTP/2: GOAWAY, then the streams in flight finish) when the
-            // server stops, or when no request has been in flight for the head timeout: HTTP/1
-            // has hyper's head timer for that, HTTP/2 nothing else, and an idle peer that
+            // server stops, or when no request has been in flight for one to two head timeouts:
+            // HTTP/1 has hyper's head timer for that, HTTP/2 nothing else, and an idle peer that
             // answers pings would hold its connection slot for ever.
             let mut closing = false;
             let ended = loop {
                 tokio::select! {
+                    biased;
                     ended = connection.as_mut() => break ended,
                     () = stopping.cancelled(), if !closing => {
                         closing = true;
@@ -251,55 +252,35 @@ async fn serve_nlip(
     Ok(())
 }
 
-/// Requests in flight on one connection and when the last one began or ended: what tells an
-/// idle connection.
-#[derive(Debug)]
+/// Requests in flight on one connection, and a count of their beginnings and ends: what tells
+/// an idle connection without reading a clock on every request.
+#[derive(Debug, Default)]
 struct Activity {
-    since: tokio::time::Instant,
     in_flight: std::sync::atomic::AtomicUsize,
-    /// Milliseconds from `since` to the last request's beginning or end.
-    last_ms: std::sync::atomic::AtomicU64,
+    events: std::sync::atomic::AtomicU64,
 }
 
 impl Activity {
-    fn new() -> Self {
-        Activity {
-            since: tokio::time::Instant::now(),
-            in_flight: std::sync::atomic::AtomicUsize::new(0),
-            last_ms: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    fn touch(&self) {
-        let ms = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_ms.store(ms, std::sync::atomic::Ordering::Relaxed);
-    }
-
     /// Marks a request as in flight until the guard is dropped.
     fn begin(self: &Arc<Self>) -> InFlight {
-        self.in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.touch();
+        use std::sync::atomic::Ordering::Relaxed;
+        self.in_flight.fetch_add(1, Relaxed);
+        self.events.fetch_add(1, Relaxed);
         InFlight(Arc::clone(self))
     }
 
-    /// Completes once no request has been in flight for `limit`.
+    /// Completes once a whole `limit` has passed with no request in flight, none beginning and
+    /// none ending: between one and two `limit`s after the last request ended.
     async fn idle(&self, limit: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut seen = self.events.load(Relaxed);
         loop {
-            let last =
-                Duration::from_millis(self.last_ms.load(std::sync::atomic::Ordering::Relaxed));
-            let due = self.since + last + limit;
-            let busy = self.in_flight.load(std::sync::atomic::Ordering::Relaxed) > 0;
-            if !busy && tokio::time::Instant::now() >= due {
+            tokio::time::sleep(limit).await;
+            let now = self.events.load(Relaxed);
+            if now == seen && self.in_flight.load(Relaxed) == 0 {
                 return;
             }
-            // Busy: look again a limit later (its end moves `last` on).
-            let next = if busy {
-                tokio::time::Instant::now() + limit
-            } else {
-                due
-            };
-            tokio::time::sleep_until(next).await;
+            seen = now;
         }
     }
 }
@@ -310,10 +291,9 @@ struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.touch();
-        self.0
-            .in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.events.fetch_add(1, Relaxed);
+        self.0.in_flight.fetch_sub(1, Relaxed);
     }
 }
 
