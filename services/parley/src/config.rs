@@ -119,8 +119,8 @@ pub struct Limits {
     /// How long a client may take to send a request's head over HTTP/1, counted from the
     /// connection's start, or on a kept-alive connection from the previous answer; a
     /// connection that takes longer is closed, so silent, idle or trickling peers cannot hold
-    /// connections open. An HTTP/2 connection with no request in flight for this long is
-    /// closed gracefully (GOAWAY) too.
+    /// connections open. An HTTP/2 connection with no request in flight for one to two
+    /// times this long is closed gracefully (GOAWAY) too.
     pub header_read_timeout_ms: u64,
 }
 
