@@ -303,6 +303,27 @@ fn two_processes_negotiate_call_restart(database_url: Option<&str>) {
         err
     };
     call_product(&url);
+    // The provider counted every message of the exchange: three in (hello, proposal, the
+    // requester's codeGeneration) and three out (hello, acceptance, its codeGeneration).
+    let metrics = get_metrics(&url);
+    for (series, expected) in [
+        (
+            "parley_negotiation_messages_total{direction=\"inbound\"}",
+            3.0,
+        ),
+        (
+            "parley_negotiation_messages_total{direction=\"outbound\"}",
+            3.0,
+        ),
+        ("parley_negotiations_total{outcome=\"accepted\"}", 1.0),
+        ("parley_handler_calls_total{outcome=\"ok\"}", 1.0),
+    ] {
+        assert_eq!(
+            metric(&metrics, series),
+            Some(expected),
+            "{series}:\n{metrics}"
+        );
+    }
     stop(provider);
 
     // Both restart: a new provider process on the same database (new port), and every
@@ -313,17 +334,28 @@ fn two_processes_negotiate_call_restart(database_url: Option<&str>) {
         !err.contains("negotiated it again"),
         "0-RTT after restart: {err}"
     );
-    let metrics_url = url.replace("/nlip", "/metrics");
-    let metrics = tokio::runtime::Runtime::new()
-        .expect("runtime")
-        .block_on(async { reqwest::get(&metrics_url).await?.text().await })
-        .expect("GET /metrics");
+    let metrics = get_metrics(&url);
     assert!(metrics.contains("parley_handler_calls_total"), "{metrics}");
     assert!(
         !metrics.contains("parley_negotiation_messages_total"),
         "no negotiation message after the restart:\n{metrics}"
     );
     stop(provider);
+}
+
+/// The provider's `GET /metrics` text; `url` is its `/nlip` address.
+fn get_metrics(url: &str) -> String {
+    let metrics_url = url.replace("/nlip", "/metrics");
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(async { reqwest::get(&metrics_url).await?.text().await })
+        .expect("GET /metrics")
+}
+
+/// The value of one series (`name{labels}` exactly as rendered) in a Prometheus text exposition.
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
 }
 
 #[test]

@@ -310,9 +310,11 @@ impl Provider {
                 .update_conversation_state(cid, conversation.version, &state)
                 .await?;
         }
+        for _ in &turn.outbox {
+            metrics::negotiation_message("outbound");
+        }
         if let Some(st) = &stored {
             for m in &turn.outbox {
-                metrics::negotiation_message("outbound");
                 self.store
                     .append_transcript(st.negotiation_id, Direction::Outbound, &m.to_value())
                     .await?;
