@@ -118,6 +118,15 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
         .expect("call");
     assert_eq!(missing.answer["status"]["code"], 404);
     assert_eq!(missing.answer["productInfo"], Value::Null);
+    // A request that breaks the protocol's request schema is refused before it is sent.
+    let mut bad = request("m3", "P12345");
+    bad["productId"] = json!(42);
+    match requester.call(&provider.url(), &hash, bad).await {
+        Err(parley::negotiation::requester::RequesterError::InvalidRequest(why)) => {
+            assert!(why.contains("productId"), "{why}");
+        }
+        other => panic!("a request outside the schema: {other:?}"),
+    }
     // The reply names its protocol: the token was echoed.
     let token = found
         .reply

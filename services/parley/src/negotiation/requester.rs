@@ -39,6 +39,8 @@ pub enum RequesterError {
     UnknownLocally(String),
     #[error("the peer's answer does not follow the protocol: {0}")]
     InvalidAnswer(String),
+    #[error("the request does not follow the protocol, so it was not sent: {0}")]
+    InvalidRequest(String),
 }
 
 /// How a negotiation ended.
@@ -387,7 +389,7 @@ impl Requester {
             .ok_or_else(|| RequesterError::UnknownLocally(hash.to_string()))?;
         let doc = ProtocolDoc::parse(protocol.text.clone())?;
         doc.validate_request(&request)
-            .map_err(|v| RequesterError::InvalidAnswer(format!("our own request: {v}")))?;
+            .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
         let mut client = NlipClient::connect(url, false).await?;
         let message = super::application_message(hash, request);
         let mut renegotiated = None;
