@@ -533,12 +533,14 @@ impl Ready {
         let mut evicted = Vec::new();
         if let Ok(mut parked) = self.parked.lock() {
             // Those of handlers dropped since go first, then the oldest.
-            let (live, dead): (std::collections::VecDeque<_>, std::collections::VecDeque<_>) =
-                std::mem::take(&mut *parked)
-                    .into_iter()
-                    .partition(|p| p.handler.strong_count() > 0);
-            *parked = live;
-            evicted.extend(dead);
+            if parked.iter().any(|p| p.handler.strong_count() == 0) {
+                let (live, dead): (std::collections::VecDeque<_>, std::collections::VecDeque<_>) =
+                    std::mem::take(&mut *parked)
+                        .into_iter()
+                        .partition(|p| p.handler.strong_count() > 0);
+                *parked = live;
+                evicted.extend(dead);
+            }
             while parked.len() >= self.capacity {
                 evicted.extend(parked.pop_front());
             }

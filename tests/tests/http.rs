@@ -688,14 +688,7 @@ async fn an_idle_http2_connection_is_closed_after_the_head_timeout_and_frees_its
     settings.limits.max_connections = 1;
     settings.limits.header_read_timeout_ms = 300;
     let app = TestApp::spawn(&settings).await;
-    let body = r#"{"format":"text","subformat":"english","content":"help"}"#;
-    let post = |client: &reqwest::Client| {
-        client
-            .post(app.url())
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
+    let body = json!({"format": "text", "subformat": "english", "content": "help"});
 
     // An HTTP/2 client answers pings and keeps its connection for reuse after its request.
     let pooled = reqwest::Client::builder()
@@ -703,18 +696,24 @@ async fn an_idle_http2_connection_is_closed_after_the_head_timeout_and_frees_its
         .pool_idle_timeout(None)
         .build()
         .expect("client");
-    let reply = post(&pooled).await.expect("HTTP/2 request");
+    let reply = pooled
+        .post(app.url())
+        .json(&body)
+        .send()
+        .await
+        .expect("HTTP/2 request");
     assert_eq!(reply.version(), reqwest::Version::HTTP_2);
     assert_eq!(reply.status(), 200);
 
     // Another client gets the slot once that connection has been idle for the head timeout.
-    let other = reqwest::Client::new();
-    let reply = tokio::time::timeout(std::time::Duration::from_secs(10), post(&other))
-        .await
-        .expect("the idle HTTP/2 connection gave its slot up")
-        .expect("HTTP/1 request");
-    assert_eq!(reply.status(), 200);
-    drop(other);
+    let (status, _) = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        post_json(&app.url(), &body),
+    )
+    .await
+    .expect("the idle HTTP/2 connection gave its slot up");
+    assert_eq!(status, 200);
+    drop(pooled);
     app.stop().await;
 }
 

@@ -83,11 +83,11 @@ pub fn negotiation_outcome(outcome: &'static str) {
     count("parley_negotiations_total", one("outcome", outcome), 1);
 }
 
-pub fn negotiation_message(direction: &'static str) {
+pub fn negotiation_messages(direction: &'static str, n: usize) {
     count(
         "parley_negotiation_messages_total",
         one("direction", direction),
-        1,
+        n as u64,
     );
 }
 

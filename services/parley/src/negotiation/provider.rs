@@ -248,7 +248,7 @@ impl Provider {
             violation: None,
         };
         for value in values {
-            metrics::negotiation_message("inbound");
+            metrics::negotiation_messages("inbound", 1);
             let parsed = MetaMessage::from_value(value.clone());
             match parsed {
                 Ok(MetaMessage::SourceHello(hello)) => {
@@ -310,9 +310,7 @@ impl Provider {
                 .update_conversation_state(cid, conversation.version, &state)
                 .await?;
         }
-        for _ in &turn.outbox {
-            metrics::negotiation_message("outbound");
-        }
+        metrics::negotiation_messages("outbound", turn.outbox.len());
         if let Some(st) = &stored {
             for m in &turn.outbox {
                 self.store
