@@ -372,15 +372,9 @@ impl Sandbox {
             Ok(input) => input,
             Err(error) => return CallReport::failed(error, started),
         };
-        // A reset still pending from this caller's previous call goes first: the instance it
-        // makes ready, warm, is then the one this call gets.
-        self.inner.resets.run();
-        let (ready, slot) = match self.inner.resets.ready.take(&handler.inner) {
-            Some((ready, slot)) => (Some(ready), slot),
-            None => match self.inner.slot().await {
-                Ok(slot) => (None, slot),
-                Err(error) => return CallReport::failed(error, started),
-            },
+        let (ready, slot) = match self.inner.claim(handler, true).await {
+            Ok(claimed) => claimed,
+            Err(error) => return CallReport::failed(error, started),
         };
         let release = call::Release::Deferred(self.inner.resets.clone(), slot);
         call::call_report(
@@ -407,21 +401,20 @@ impl Sandbox {
         host: Arc<dyn CapabilityHost>,
     ) -> Result<CallOutput, SandboxError> {
         let input = call::serialize_input(&self.inner.config, input)?;
-        self.inner.resets.run();
-        let (ready, _slot) = match self.inner.resets.ready.take(&handler.inner) {
-            Some((ready, slot)) => (Some(ready), slot),
-            None => (None, self.inner.slot_now()?),
-        };
-        futures::executor::block_on(call::call_report(
-            &self.inner,
-            handler,
-            &input,
-            grants.clone(),
-            host,
-            ready,
-            call::Release::Now,
-        ))
-        .into_output()
+        futures::executor::block_on(async {
+            let (ready, _slot) = self.inner.claim(handler, false).await?;
+            call::call_report(
+                &self.inner,
+                handler,
+                &input,
+                grants.clone(),
+                host,
+                ready,
+                call::Release::Now,
+            )
+            .await
+            .into_output()
+        })
     }
 }
 
@@ -440,6 +433,33 @@ impl SandboxInner {
         let runtime = Arc::new(runtime);
         *state = RuntimeState::Ready(Arc::clone(&runtime));
         Ok((runtime, compiled))
+    }
+
+    /// The instance slot for a call of `handler`: a ready instance of it with its slot, or a free
+    /// slot, waiting for one (`wait`, see [`SandboxInner::slot`]) or not ([`SandboxInner::slot_now`]).
+    async fn claim(
+        &self,
+        handler: &Handler,
+        wait: bool,
+    ) -> Result<
+        (
+            Option<call::Instantiated>,
+            tokio::sync::OwnedSemaphorePermit,
+        ),
+        SandboxError,
+    > {
+        // A reset still pending from this caller's previous call goes first: the instance it
+        // makes ready, warm, is then the one this call gets.
+        self.resets.run();
+        if let Some((ready, slot)) = self.resets.ready.take(&handler.inner) {
+            return Ok((Some(ready), slot));
+        }
+        let slot = if wait {
+            self.slot().await?
+        } else {
+            self.slot_now()?
+        };
+        Ok((None, slot))
     }
 
     /// A free instance slot. An async caller on a tokio runtime waits for one up to the call
