@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the sandbox's JavaScript runtime guest (sandbox/guest: QuickJS through rquickjs, for
-# wasm32-wasip1) reproducibly, verifies its sha256 against sandbox/guest/runtime.sha256, and installs it
-# as sandbox/guest/target/parley-runtime.wasm, where the parley-sandbox crate embeds it from.
+# Builds the sandbox's guest runtimes for wasm32-wasip1 reproducibly: the JavaScript runtime
+# (sandbox/guest: QuickJS through rquickjs) and the mapping runtime (sandbox/mapping-guest: the
+# built-in reasoner's mappings, crate parley-mapping). Verifies each one's sha256 against its
+# runtime.sha256 and installs it in its target directory (parley-runtime.wasm,
+# parley-mapping-runtime.wasm), where the parley-sandbox crate embeds them from.
 #
 # Idempotent: installs only what is missing (Debian: clang lld llvm wasi-libc; rustup: the
 # wasm32-wasip1 target), and a second run is an incremental no-op build plus the hash check.
@@ -14,9 +16,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-GUEST=$ROOT/sandbox/guest
-HASH_FILE=$GUEST/runtime.sha256
-WASM_NAME=parley_js_runtime.wasm
 
 update_hash=0
 check_reproducible=0
@@ -68,59 +67,76 @@ fi
 # --- build -----------------------------------------------------------------------------------------
 CARGO_HOME_DIR=${CARGO_HOME:-$HOME/.cargo}
 
-# Builds the guest into target directory $1 and prints the path of the produced runtime.
-# Absolute paths (the target directory, cargo's registry, the checkout) are remapped in both the C and
-# the Rust parts, so the output does not depend on where the repository or cargo's home live.
+# Builds guest directory $1 into target directory $2 and prints the path of the produced runtime
+# ($3, the cdylib's file name). Absolute paths (the target directory, cargo's registry, the checkout)
+# are remapped in both the C and the Rust parts, so the output does not depend on where the
+# repository or cargo's home live.
 build_into() {
-  local target_dir=$1
+  local guest=$1 target_dir=$2 wasm_name=$3
   (
-    cd "$GUEST"
+    cd "$guest"
     export CFLAGS_wasm32_wasip1="-isystem /usr/include/wasm32-wasi \
 -ffile-prefix-map=$target_dir=/target -ffile-prefix-map=$CARGO_HOME_DIR=/cargo \
--ffile-prefix-map=$GUEST=/guest"
+-ffile-prefix-map=$guest=/guest"
     # Keep the guest's own rustflags (stack size) and add the remapping on top: cargo merges arrays.
+    # The checkout's root last: the mapping guest builds parley-mapping from outside its directory.
     cargo build --release --locked --quiet \
       --target-dir "$target_dir" \
-      --config "target.wasm32-wasip1.rustflags=['--remap-path-prefix=$CARGO_HOME_DIR=/cargo','--remap-path-prefix=$GUEST=/guest','--remap-path-prefix=$target_dir=/target']" >&2
+      --config "target.wasm32-wasip1.rustflags=['--remap-path-prefix=$CARGO_HOME_DIR=/cargo','--remap-path-prefix=$ROOT=/parley','--remap-path-prefix=$guest=/guest','--remap-path-prefix=$target_dir=/target']" >&2
   ) || return 1 # errexit does not reach into `$(build_into ...)`: without this a failed build went on with a stale runtime
-  echo "$target_dir/wasm32-wasip1/release/$WASM_NAME"
+  echo "$target_dir/wasm32-wasip1/release/$wasm_name"
 }
 
-say "building the runtime guest (rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1))"
-built=$(build_into "$GUEST/target") || exit 1
-hash=$(sha256sum "$built" | cut -d' ' -f1)
-say "built $built ($(stat -c %s "$built") bytes, sha256 $hash)"
+# Builds, checks and installs one guest: $1 its directory, $2 the cdylib's file name, $3 the name it
+# is installed under in its target directory (where build.rs embeds it from), $4 what it is.
+build_guest() {
+  local guest=$1 wasm_name=$2 installed=$3 what=$4
+  local hash_file=$guest/runtime.sha256
+  say "building the $what guest (rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1))"
+  local built hash
+  built=$(build_into "$guest" "$guest/target" "$wasm_name") || exit 1
+  hash=$(sha256sum "$built" | cut -d' ' -f1)
+  say "built $built ($(stat -c %s "$built") bytes, sha256 $hash)"
 
-if ((check_reproducible)); then
-  scratch=$(mktemp -d)
-  trap 'rm -rf "$scratch"' EXIT
-  say "second build in $scratch to check reproducibility"
-  second=$(build_into "$scratch") || exit 1
-  second_hash=$(sha256sum "$second" | cut -d' ' -f1)
-  if [[ "$second_hash" != "$hash" ]]; then
-    say "NOT reproducible: second build has sha256 $second_hash"
-    exit 1
+  if ((check_reproducible)); then
+    local scratch second second_hash
+    scratch=$(mktemp -d)
+    say "second build in $scratch to check reproducibility"
+    second=$(build_into "$guest" "$scratch" "$wasm_name") || {
+      rm -rf "$scratch"
+      exit 1
+    }
+    second_hash=$(sha256sum "$second" | cut -d' ' -f1)
+    rm -rf "$scratch"
+    if [[ "$second_hash" != "$hash" ]]; then
+      say "NOT reproducible: second build has sha256 $second_hash"
+      exit 1
+    fi
+    say "reproducible: both builds have sha256 $hash"
   fi
-  say "reproducible: both builds have sha256 $hash"
-fi
 
-if ((update_hash)); then
-  {
-    echo "$hash  parley-runtime.wasm"
-    echo "# rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1)"
-  } >"$HASH_FILE"
-  say "recorded the new hash in ${HASH_FILE#"$ROOT"/}"
-else
-  expected=$(grep -v '^#' "$HASH_FILE" 2>/dev/null | head -1 | cut -d' ' -f1 || true)
-  if [[ "$hash" != "$expected" ]]; then
-    say "sha256 mismatch: built $hash, ${HASH_FILE#"$ROOT"/} says ${expected:-nothing}"
-    say "recorded toolchain: $(grep '^#' "$HASH_FILE" 2>/dev/null || echo unknown)"
-    say "if you changed the guest or the toolchain on purpose, rerun with --update-hash and commit it"
-    exit 1
+  if ((update_hash)); then
+    {
+      echo "$hash  $installed"
+      echo "# rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1)"
+    } >"$hash_file"
+    say "recorded the new hash in ${hash_file#"$ROOT"/}"
+  else
+    local expected
+    expected=$(grep -v '^#' "$hash_file" 2>/dev/null | head -1 | cut -d' ' -f1 || true)
+    if [[ "$hash" != "$expected" ]]; then
+      say "sha256 mismatch: built $hash, ${hash_file#"$ROOT"/} says ${expected:-nothing}"
+      say "recorded toolchain: $(grep '^#' "$hash_file" 2>/dev/null || echo unknown)"
+      say "if you changed the guest or the toolchain on purpose, rerun with --update-hash and commit it"
+      exit 1
+    fi
+    say "sha256 matches ${hash_file#"$ROOT"/}"
   fi
-  say "sha256 matches ${HASH_FILE#"$ROOT"/}"
-fi
 
-cp "$built" "$GUEST/target/parley-runtime.wasm.tmp"
-mv "$GUEST/target/parley-runtime.wasm.tmp" "$GUEST/target/parley-runtime.wasm"
-say "installed sandbox/guest/target/parley-runtime.wasm"
+  cp "$built" "$guest/target/$installed.tmp"
+  mv "$guest/target/$installed.tmp" "$guest/target/$installed"
+  say "installed ${guest#"$ROOT"/}/target/$installed"
+}
+
+build_guest "$ROOT/sandbox/guest" parley_js_runtime.wasm parley-runtime.wasm "JavaScript runtime"
+build_guest "$ROOT/sandbox/mapping-guest" parley_mapping_runtime.wasm parley-mapping-runtime.wasm "mapping runtime"

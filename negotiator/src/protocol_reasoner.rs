@@ -66,6 +66,12 @@ impl Evaluation {
 pub struct GeneratedHandler {
     pub source: String,
     pub grants: Vec<String>,
+    /// The handler's compiled form, when the backend has one: the built-in backend's [`Mapping`]
+    /// (as JSON) that `source` was generated from, which the sandbox's mapping runtime serves
+    /// without a JavaScript engine. The provider serves it only once it gave the JavaScript's
+    /// answers on every test case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiled: Option<Value>,
 }
 
 /// Why a protocol reasoner could not answer.
@@ -245,6 +251,7 @@ impl BuiltinProtocolReasoner {
         Ok(GeneratedHandler {
             source: handler_gen::generate(&mapping, &doc.hash().to_hex()),
             grants: vec![mapping.capability.clone()],
+            compiled: serde_json::to_value(&mapping).ok(),
         })
     }
 }

@@ -144,6 +144,42 @@ pub fn check_case(
     }
 }
 
+/// Where a handler's compiled form answered differently from the handler itself on the same
+/// cases (the two reports of [`verify_cases`] over the same cases): `None` when every case has
+/// the same outcome and, for answers, the same JSON exactly (numbers by value), else the first
+/// difference, one line.
+pub fn compiled_differs(
+    reference: &VerificationReport,
+    compiled: &VerificationReport,
+) -> Option<String> {
+    if reference.cases.len() != compiled.cases.len() {
+        return Some(format!(
+            "{} cases against {}",
+            compiled.cases.len(),
+            reference.cases.len()
+        ));
+    }
+    reference
+        .cases
+        .iter()
+        .zip(&compiled.cases)
+        .find_map(|(r, c)| match (&r.response, &c.response) {
+            (Some(expected), Some(actual)) => compare(expected, actual, MatchMode::Exact)
+                .first()
+                .map(|d| format!("test case `{}`: {d}", r.name)),
+            (None, None) if r.passed == c.passed => None,
+            (Some(_), None) => Some(format!(
+                "test case `{}`: no answer: {}",
+                r.name,
+                c.failures.join("; ")
+            )),
+            _ => Some(format!(
+                "test case `{}`: an answer where there was none",
+                r.name
+            )),
+        })
+}
+
 /// Differences between an expectation and an actual value, as `at <pointer>: ...` lines (at
 /// most 20). Empty when they match under `mode`.
 pub fn compare(expected: &Value, actual: &Value, mode: MatchMode) -> Vec<String> {
@@ -255,5 +291,49 @@ mod tests {
         assert_eq!(d, ["at /: expected 1 items, got 2"]);
         let d = compare(&json!({"k": 1}), &json!({}), MatchMode::Subset);
         assert_eq!(d, ["at /k: missing, expected 1"]);
+    }
+
+    #[test]
+    fn a_compiled_form_must_answer_exactly_as_the_handler() {
+        let report = |responses: &[Option<Value>]| VerificationReport {
+            cases: responses
+                .iter()
+                .enumerate()
+                .map(|(i, r)| CaseReport {
+                    name: format!("case {i}"),
+                    passed: r.is_some(),
+                    failures: if r.is_some() {
+                        vec![]
+                    } else {
+                        vec!["threw".into()]
+                    },
+                    response: r.clone(),
+                })
+                .collect(),
+        };
+        let reference = report(&[
+            Some(json!({"code": 200, "x": [1]})),
+            Some(json!({"code": 404})),
+        ]);
+        let same = report(&[
+            Some(json!({"x": [1.0], "code": 200})),
+            Some(json!({"code": 404})),
+        ]);
+        assert_eq!(compiled_differs(&reference, &same), None);
+        // A field the expectation would not look at still counts: exact, not subset.
+        let extra = report(&[
+            Some(json!({"code": 200, "x": [1]})),
+            Some(json!({"code": 404, "e": ""})),
+        ]);
+        assert_eq!(
+            compiled_differs(&reference, &extra).as_deref(),
+            Some("test case `case 1`: at /e: unexpected field")
+        );
+        let failed = report(&[Some(json!({"code": 200, "x": [1]})), None]);
+        assert_eq!(
+            compiled_differs(&reference, &failed).as_deref(),
+            Some("test case `case 1`: no answer: threw")
+        );
+        assert!(compiled_differs(&reference, &report(&[None])).is_some());
     }
 }

@@ -425,6 +425,7 @@ async fn generates_a_handler_in_json_mode() {
         GeneratedHandler {
             source: handler_source().into(),
             grants: vec!["getProductInfo".into()], // deduplicated
+            compiled: None,
         }
     );
     let requests = server.requests();
@@ -526,6 +527,7 @@ async fn fix_sends_the_failure_and_the_previous_source() {
     let previous = GeneratedHandler {
         source: handler_source().into(),
         grants: vec!["getProductInfo".into()],
+        compiled: None,
     };
     let failure = "test case `missing sku`: handler_threw: TypeError: cannot read property 'productName' of null";
     let handler = reasoner
@@ -557,6 +559,7 @@ async fn a_fix_that_changes_nothing_cannot_fix() {
     let previous = GeneratedHandler {
         source: handler_source().into(),
         grants: vec!["getProductInfo".into()],
+        compiled: None,
     };
     let err = model(&server)
         .fix_handler(&sku(), &capabilities(), &previous, "it failed")

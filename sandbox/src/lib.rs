@@ -66,10 +66,53 @@ use crate::cache::ArtifactCache;
 use crate::engine::Ticker;
 use crate::runtime::{Image, Runtime, RuntimeState};
 
-/// The guest runtime, embedded at build time (see `build.rs`).
+/// The JavaScript runtime guest, embedded at build time (see `build.rs`).
 pub(crate) const RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_RUNTIME_WASM"));
-/// sha256 (hex) of the embedded guest runtime, computed by `build.rs`; part of every cache key.
+/// sha256 (hex) of the embedded JavaScript runtime, computed by `build.rs`; part of its cache key.
 pub const RUNTIME_SHA256: &str = env!("PARLEY_RUNTIME_SHA256");
+/// The mapping runtime guest, embedded at build time (see `build.rs`).
+pub(crate) const MAPPING_RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_MAPPING_RUNTIME_WASM"));
+/// sha256 (hex) of the embedded mapping runtime, computed by `build.rs`; part of its cache key.
+pub const MAPPING_RUNTIME_SHA256: &str = env!("PARLEY_MAPPING_RUNTIME_SHA256");
+
+/// What a handler is written in, and so which runtime runs it. Both runtimes have the same ABI,
+/// limits, grants and error model (`sandbox/ABI.md`); they differ in what a handler's source is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// JavaScript defining `handle(request)`, run by QuickJS.
+    JavaScript,
+    /// A built-in reasoner's mapping as JSON (crate `parley-mapping`), served by the mapping
+    /// runtime: the compiled form of the JavaScript generated from that mapping, with no
+    /// JavaScript engine in the call.
+    Mapping,
+}
+
+impl Dialect {
+    const ALL: [Dialect; 2] = [Dialect::JavaScript, Dialect::Mapping];
+
+    /// The embedded runtime guest and its sha256.
+    fn runtime_wasm(self) -> (&'static [u8], &'static str) {
+        match self {
+            Dialect::JavaScript => (RUNTIME_WASM, RUNTIME_SHA256),
+            Dialect::Mapping => (MAPPING_RUNTIME_WASM, MAPPING_RUNTIME_SHA256),
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Dialect::JavaScript => 0,
+            Dialect::Mapping => 1,
+        }
+    }
+
+    /// `javascript` or `mapping`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::JavaScript => "javascript",
+            Dialect::Mapping => "mapping",
+        }
+    }
+}
 
 /// What a capability call produces: the capability's result, or a message for the handler.
 pub type CapabilityFuture =
@@ -215,6 +258,7 @@ pub struct Handler {
 
 struct HandlerInner {
     hash: String,
+    dialect: Dialect,
     from_cache: bool,
     engine: Engine,
     runtime: Arc<Runtime>,
@@ -225,6 +269,7 @@ impl std::fmt::Debug for Handler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handler")
             .field("hash", &self.inner.hash)
+            .field("dialect", &self.inner.dialect)
             .field("from_cache", &self.inner.from_cache)
             .finish_non_exhaustive()
     }
@@ -234,6 +279,11 @@ impl Handler {
     /// sha256 (hex) of the handler source.
     pub fn hash(&self) -> &str {
         &self.inner.hash
+    }
+
+    /// What the handler is written in.
+    pub fn dialect(&self) -> Dialect {
+        self.inner.dialect
     }
 
     /// Whether publishing this handler compiled nothing: the runtime's code was already compiled
@@ -263,9 +313,10 @@ impl std::fmt::Debug for Sandbox {
 pub(crate) struct SandboxInner {
     config: SandboxConfig,
     engine: Engine,
-    /// The runtime split into code and base image at `new`; its code compiled (or loaded from the
-    /// cache) on first need. The lock is held while compiling, so concurrent publishes compile once.
-    runtime: std::sync::Mutex<RuntimeState>,
+    /// Each dialect's runtime (by [`Dialect::index`]), split into code and base image at `new`;
+    /// its code compiled (or loaded from the cache) on first need. The lock is held while
+    /// compiling, so concurrent publishes compile once.
+    runtimes: [std::sync::Mutex<RuntimeState>; 2],
     cache: Option<ArtifactCache>,
     /// Turns for publishes, which have instance slots of their own beside the calls'.
     publish_slots: publish::PublishSlots,
@@ -280,14 +331,22 @@ pub(crate) struct SandboxInner {
 }
 
 impl Sandbox {
-    /// Creates a sandbox: validates `config`, splits the embedded runtime into its code module and
-    /// base image (a runtime that cannot be split is an `internal` error), builds the engine and
-    /// the instance pool, opens the artifact cache and starts the epoch ticker. Compiles nothing:
-    /// see [`Sandbox::warm_up`].
+    /// Creates a sandbox: validates `config`, splits the embedded runtimes into their code modules
+    /// and base images (a runtime that cannot be split is an `internal` error), builds the engine
+    /// and the instance pool, opens the artifact cache and starts the epoch ticker. Compiles
+    /// nothing: see [`Sandbox::warm_up`].
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
         config.validate()?;
-        let split = split::split(RUNTIME_WASM)
-            .map_err(|e| SandboxError::internal_with("splitting the embedded runtime", e))?;
+        let split = |dialect: Dialect| -> Result<_, SandboxError> {
+            let split = split::split(dialect.runtime_wasm().0).map_err(|e| {
+                SandboxError::internal_with(
+                    format!("splitting the embedded {} runtime", dialect.as_str()),
+                    e,
+                )
+            })?;
+            Ok(std::sync::Mutex::new(RuntimeState::Split(Box::new(split))))
+        };
+        let runtimes = [split(Dialect::JavaScript)?, split(Dialect::Mapping)?];
         let engine = engine::call_engine(&config)?;
         let cache = config
             .cache_dir
@@ -304,7 +363,7 @@ impl Sandbox {
             inner: Arc::new(SandboxInner {
                 config,
                 engine,
-                runtime: std::sync::Mutex::new(RuntimeState::Split(Box::new(split))),
+                runtimes,
                 cache,
                 publish_slots: publish::PublishSlots::new(engine::PUBLISH_INSTANCES),
                 slots,
@@ -326,7 +385,13 @@ impl Sandbox {
     /// sandbox that was not warmed up also compiles the runtime's code (seconds) or loads it from
     /// the artifact cache. Call it from `spawn_blocking` in async code.
     pub fn publish(&self, source: &str) -> Result<Handler, SandboxError> {
-        publish::publish(&self.inner, source)
+        publish::publish(&self.inner, Dialect::JavaScript, source)
+    }
+
+    /// [`Sandbox::publish`] for a handler of any [`Dialect`]; for [`Dialect::Mapping`] the source
+    /// is the mapping's JSON, and a source that is not a mapping is an `invalid_handler`.
+    pub fn publish_as(&self, dialect: Dialect, source: &str) -> Result<Handler, SandboxError> {
+        publish::publish(&self.inner, dialect, source)
     }
 
     /// How many instances are instantiated ahead right now, waiting for a call of their handler
@@ -335,11 +400,14 @@ impl Sandbox {
         self.inner.resets.ready.len()
     }
 
-    /// Compiles the runtime's code, or loads it from the artifact cache, so that publishing is
+    /// Compiles both runtimes' code, or loads it from the artifact cache, so that publishing is
     /// quick from the first handler on. Idempotent; concurrent callers (and publishes) wait for
     /// the one compile. Blocking, like [`Sandbox::publish`].
     pub fn warm_up(&self) -> Result<(), SandboxError> {
-        self.inner.runtime().map(drop)
+        for dialect in Dialect::ALL {
+            self.inner.runtime(dialect)?;
+        }
+        Ok(())
     }
 
     /// Runs one call with fresh isolation. The guest runs on a pooled fiber stack inside the
@@ -419,16 +487,17 @@ impl Sandbox {
 }
 
 impl SandboxInner {
-    /// The compiled runtime, compiling or loading it first if needed; also whether this call
-    /// compiled it.
-    fn runtime(&self) -> Result<(Arc<Runtime>, bool), SandboxError> {
-        let mut state = self
-            .runtime
+    /// The compiled runtime of `dialect`, compiling or loading it first if needed; also whether
+    /// this call compiled it.
+    fn runtime(&self, dialect: Dialect) -> Result<(Arc<Runtime>, bool), SandboxError> {
+        let mut state = self.runtimes[dialect.index()]
             .lock()
             .map_err(|_| SandboxError::internal("the runtime lock is poisoned"))?;
         let (runtime, compiled) = match &*state {
             RuntimeState::Ready(runtime) => return Ok((Arc::clone(runtime), false)),
-            RuntimeState::Split(split) => Runtime::load_or_compile(self, split)?,
+            RuntimeState::Split(split) => {
+                Runtime::load_or_compile(self, split, dialect.runtime_wasm().1)?
+            }
         };
         let runtime = Arc::new(runtime);
         *state = RuntimeState::Ready(Arc::clone(&runtime));
@@ -588,11 +657,12 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_runtime_matches_its_hash() {
+    fn the_embedded_runtimes_match_their_hashes() {
         use sha2::Digest;
-        assert_eq!(
-            hex::encode(sha2::Sha256::digest(RUNTIME_WASM)),
-            RUNTIME_SHA256
-        );
+        for dialect in Dialect::ALL {
+            let (wasm, sha256) = dialect.runtime_wasm();
+            assert_eq!(hex::encode(sha2::Sha256::digest(wasm)), sha256);
+        }
+        assert_ne!(RUNTIME_SHA256, MAPPING_RUNTIME_SHA256);
     }
 }

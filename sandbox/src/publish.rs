@@ -21,7 +21,7 @@ use crate::call::{classify, limits, new_store, outcome};
 use crate::error::SandboxError;
 use crate::host::{CallState, Phase};
 use crate::runtime::{Entry, Runtime};
-use crate::{Grants, Handler, HandlerInner, NoCapabilities, SandboxInner};
+use crate::{Dialect, Grants, Handler, HandlerInner, NoCapabilities, SandboxInner};
 
 /// Pool room for publishes, beside the calls': a publish runs the runtime in the call engine, so it
 /// needs an instance slot of its own. At most this many publishes evaluate top-level code at once;
@@ -68,7 +68,11 @@ impl Drop for PublishSlot<'_> {
     }
 }
 
-pub(crate) fn publish(sandbox: &Arc<SandboxInner>, source: &str) -> Result<Handler, SandboxError> {
+pub(crate) fn publish(
+    sandbox: &Arc<SandboxInner>,
+    dialect: Dialect,
+    source: &str,
+) -> Result<Handler, SandboxError> {
     let config = &sandbox.config;
     if source.len() as u64 > config.source_bytes {
         return Err(SandboxError::InvalidHandler {
@@ -80,11 +84,11 @@ pub(crate) fn publish(sandbox: &Arc<SandboxInner>, source: &str) -> Result<Handl
         });
     }
     let hash = hex::encode(Sha256::digest(source.as_bytes()));
-    let span = tracing::info_span!("sandbox.publish", handler = %hash);
+    let span = tracing::info_span!("sandbox.publish", handler = %hash, dialect = dialect.as_str());
     let _entered = span.enter();
     let started = Instant::now();
 
-    let (runtime, compiled) = sandbox.runtime()?;
+    let (runtime, compiled) = sandbox.runtime(dialect)?;
     let _slot = sandbox
         .publish_slots
         .acquire(Duration::from_millis(config.publish_deadline_ms))?;
@@ -97,6 +101,7 @@ pub(crate) fn publish(sandbox: &Arc<SandboxInner>, source: &str) -> Result<Handl
     let handler = Handler {
         inner: Arc::new(HandlerInner {
             hash,
+            dialect,
             from_cache: !compiled,
             engine: sandbox.engine.clone(),
             runtime,

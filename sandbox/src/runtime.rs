@@ -127,12 +127,12 @@ const ARTIFACT_FORMAT: &str = "parley-sandbox-artifact-v2";
 /// The cache key of the compiled runtime code: sha256 over everything the artifact depends on.
 /// `code_sha256`, the hash of the code module itself, makes any change to the split transform a
 /// new key too.
-fn cache_key(code_sha256: &str, engine: &Engine) -> String {
+fn cache_key(runtime_sha256: &str, code_sha256: &str, engine: &Engine) -> String {
     let mut hasher = Sha256::new();
     for part in [
         ARTIFACT_FORMAT,
         "runtime-code",
-        crate::RUNTIME_SHA256,
+        runtime_sha256,
         code_sha256,
         crate::cache::WASMTIME_VERSION,
         &format!("{:016x}", crate::engine::compatibility_digest(engine)),
@@ -145,13 +145,18 @@ fn cache_key(code_sha256: &str, engine: &Engine) -> String {
 
 impl Runtime {
     /// Loads the runtime's compiled code from the artifact cache, or compiles it (and caches it).
-    /// Returns whether it compiled.
+    /// `runtime_sha256` is the hash of the runtime `split` came from. Returns whether it compiled.
     pub(crate) fn load_or_compile(
         sandbox: &SandboxInner,
         split: &Split,
+        runtime_sha256: &str,
     ) -> Result<(Runtime, bool), SandboxError> {
         let engine = &sandbox.engine;
-        let key = cache_key(&hex::encode(Sha256::digest(&split.code)), engine);
+        let key = cache_key(
+            runtime_sha256,
+            &hex::encode(Sha256::digest(&split.code)),
+            engine,
+        );
         let cached = sandbox
             .cache
             .as_ref()

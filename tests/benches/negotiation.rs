@@ -17,6 +17,9 @@
 //!   no negotiation, no model) and **(c)** plain NLIP text messages, sequentially over one
 //!   connection, HTTP keep-alive (JSON) and WebSocket (CBOR), in alternating blocks so that
 //!   load from other processes hits both alike; median, p99, mean, requests/s, and (b)/(c).
+//!   Providers: in this process, in a process of its own (`parley serve`), and in this process
+//!   with `negotiation.compiled_handlers = false`, so that (b) runs the verified JavaScript in
+//!   QuickJS instead of its compiled form (the mapping runtime): the baseline for the latter.
 //! - **model calls**: full negotiations whose provider uses the OpenAI-compatible protocol
 //!   reasoner against the scripted OpenAI-compatible server (`ScriptedOpenAi`), counting the
 //!   chat-completion requests it received: with nothing failing, with one failed
@@ -208,9 +211,15 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     // deployed: its own process (`parley serve`), with its own runtime and threads.
     let process_dir = tempdir()?;
     let provider = ProviderProcess::start(process_dir.path()).await?;
+    // The baseline for the compiled form: a provider that serves the verified JavaScript.
+    let js_dir = tempdir()?;
+    let mut js_settings = test_settings(js_dir.path());
+    js_settings.negotiation.compiled_handlers = false;
+    let js_server = KeptServer::spawn(&js_settings).await?;
     for (addr, labels) in [
         (server.addr, ["HTTP/1.1 JSON", "WebSocket CBOR"]),
         (provider.addr, ["HTTP, own process", "WS, own process"]),
+        (js_server.addr, ["HTTP, JS handler", "WS, JS handler"]),
     ] {
         let negotiated = requester
             .negotiate(&format!("http://{addr}/nlip"), base, |_| {})
@@ -244,6 +253,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
         }
     }
     provider.stop();
+    js_server.stop().await;
     // The same work without a transport: where (b)'s time goes.
     let mut driver = Driver {
         client: None,

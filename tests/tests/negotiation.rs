@@ -147,6 +147,21 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
         .expect("usage")
         .expect("usage recorded");
     assert_eq!(usage.calls(), 2);
+    // The built-in handler was verified and serves in its compiled form, which the restarted
+    // provider below loads from the store.
+    let active = provider_store
+        .active_handler(&hash.to_string())
+        .await
+        .expect("query")
+        .expect("an active handler");
+    assert_eq!(active.backend, "builtin");
+    assert_eq!(
+        active
+            .compiled
+            .as_ref()
+            .and_then(|m| m["capability"].as_str()),
+        Some("getProductInfo")
+    );
     drop(provider_store);
 
     // Both restart: a new provider process on the same database, a new requester on the same
@@ -410,6 +425,10 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
         .expect("active");
     assert_eq!(active.source, right.source);
     assert_eq!(active.verification_passed, Some(true));
+    assert_eq!(
+        active.compiled, None,
+        "a model's JavaScript has no compiled form"
+    );
     let answer = requester
         .call(&provider.url(), &negotiated.hash, request("m1", "P12345"))
         .await

@@ -535,6 +535,8 @@ fn validate_handler(
     Ok(GeneratedHandler {
         source: source.to_owned(),
         grants,
+        // A model's JavaScript has no compiled form.
+        compiled: None,
     })
 }
 

@@ -368,6 +368,14 @@ async fn protocols_show(hash: &str, store: LocalStore) -> anyhow::Result<ExitCod
                 None => "not run",
             }
         );
+        println!(
+            "serves   {}",
+            if h.compiled.is_some() {
+                "its compiled form (the built-in mapping, same answers on every test case)"
+            } else {
+                "its JavaScript"
+            }
+        );
     }
     println!("\n{}", protocol.text);
     Ok(ExitCode::SUCCESS)

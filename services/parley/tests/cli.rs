@@ -150,6 +150,15 @@ fn serve_send_and_graceful_shutdown() {
         ok && out.contains("# Requirements") && out.contains("accepted"),
         "{out}"
     );
+    // The provider's side: a verified handler, served in its compiled form.
+    let provider_dir = dir.path().to_str().expect("utf-8 path");
+    let (ok, out, err) = run(&["protocols", "show", &hash, "--data-dir", provider_dir]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("by builtin") && out.contains("verification passed"),
+        "{out}"
+    );
+    assert!(out.contains("serves   its compiled form"), "{out}");
     // Again: the provider knows it, so no negotiation happens.
     let (ok, out, _) = run(&[
         "negotiate",

@@ -235,6 +235,16 @@ impl<S: Store> Store for Checked<S> {
         self.0.activate_handler(id).await
     }
 
+    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError> {
+        if !compiled.is_object() {
+            return Err(StoreError::Invalid(
+                "a compiled form must be a JSON object".into(),
+            ));
+        }
+        json("compiled form", compiled)?;
+        self.0.attach_compiled(id, compiled).await
+    }
+
     async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
         self.0.get_handler(id).await
     }

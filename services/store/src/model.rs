@@ -255,6 +255,10 @@ pub struct Handler {
     pub verification_passed: Option<bool>,
     pub verified_at: Option<DateTime<Utc>>,
     pub state: HandlerState,
+    /// The handler's compiled form (the built-in reasoner's mapping, a JSON object), attached by
+    /// [`crate::Store::attach_compiled`] once it answered every test case as `source` did; it then
+    /// serves in place of `source`. `None`: `source` serves.
+    pub compiled: Option<Value>,
     pub created_at: DateTime<Utc>,
     pub activated_at: Option<DateTime<Utc>>,
     pub retired_at: Option<DateTime<Utc>>,

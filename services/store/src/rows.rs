@@ -279,6 +279,7 @@ pub(crate) struct HandlerRow {
     verification_passed: Option<bool>,
     verified_at: Option<DateTime<Utc>>,
     state: HandlerState,
+    compiled: Option<Value>,
     created_at: DateTime<Utc>,
     activated_at: Option<DateTime<Utc>>,
     retired_at: Option<DateTime<Utc>>,
@@ -328,6 +329,7 @@ impl From<HandlerRow> for Handler {
             verification_passed: row.verification_passed,
             verified_at: row.verified_at,
             state: row.state,
+            compiled: row.compiled,
             created_at: row.created_at,
             activated_at: row.activated_at,
             retired_at: row.retired_at,
@@ -402,7 +404,7 @@ macro_rules! negotiation_columns {
 macro_rules! handler_columns {
     () => {
         "id, protocol_hash, source, source_sha256, backend, capabilities, verification, \
-         verification_passed, verified_at, state, created_at, activated_at, retired_at"
+         verification_passed, verified_at, state, compiled, created_at, activated_at, retired_at"
     };
 }
 

@@ -637,6 +637,36 @@ impl crate::Store for super::SqlStore {
         Ok(row.into())
     }
 
+    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError> {
+        let mut tx = self.write_tx().await?;
+        let attached = sqlx::query_as::<_, HandlerRow>(concat!(
+            "UPDATE handlers SET compiled = $2
+             WHERE id = $1 AND verification_passed AND state IN ('candidate', 'active')
+             RETURNING ",
+            handler_columns!()
+        ))
+        .bind(DbUuid(id))
+        .bind(compiled)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = attached {
+            tx.commit().await?;
+            return Ok(row.into());
+        }
+        let state =
+            sqlx::query_scalar::<_, HandlerState>("SELECT state FROM handlers WHERE id = $1")
+                .bind(DbUuid(id))
+                .fetch_optional(&mut *tx)
+                .await?;
+        Err(match state {
+            Some(state) => StoreError::conflict(format!(
+                "handler {id} is {state}; only a verified candidate or the active handler takes \
+                 a compiled form"
+            )),
+            None => StoreError::not_found(format!("handler {id}")),
+        })
+    }
+
     async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
         let row = sqlx::query_as::<_, HandlerRow>(concat!(
             "SELECT ",

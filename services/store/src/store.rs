@@ -180,6 +180,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// again is a no-op.
     async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError>;
 
+    /// Attaches a handler's compiled form (a JSON object: the mapping its source was generated
+    /// from) once it answered every test case as the source did. Only a handler that passed
+    /// verification and is a candidate or active takes one (else `Conflict`); an unknown id is
+    /// `NotFound`, anything but an object `Invalid`.
+    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError>;
+
     async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError>;
 
     /// The handler serving protocol `hash`, if one is active.

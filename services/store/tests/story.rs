@@ -17,7 +17,7 @@ use parley_store::{
     NewNegotiation, Protocol, ProtocolUsage, Role, Store, StoreError, StoreOptions, Upload,
     connect, sha256_hex,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, SqliteConnection};
 use uuid::Uuid;
 
@@ -676,12 +676,18 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         Err(StoreError::NotFound { .. })
     ));
 
-    // Unverified code never becomes active.
+    // Unverified code never becomes active, nor takes a compiled form.
     let unverified = store.activate_handler(first.id).await;
     assert!(
         matches!(unverified, Err(StoreError::Conflict { .. })),
         "{unverified:?}"
     );
+    assert_eq!(first.compiled, None);
+    let mapping = json!({ "capability": "weather.lookup", "checks": [], "entity": "Städte ✓" });
+    assert!(matches!(
+        store.attach_compiled(first.id, &mapping).await,
+        Err(StoreError::Conflict { .. })
+    ));
 
     let report = json!({ "cases": 3, "passed": 3 });
     let verified = store
@@ -691,7 +697,33 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
     assert_eq!(verified.state, HandlerState::Candidate);
     assert_eq!(verified.verification_passed, Some(true));
     assert_eq!(verified.verification, Some(report.clone()));
+    assert_eq!(verified.compiled, None);
+    // A verified candidate takes its compiled form; activation keeps it.
+    let attached = store
+        .attach_compiled(first.id, &mapping)
+        .await
+        .expect("attach the compiled form");
+    assert_eq!(attached.compiled.as_ref(), Some(&mapping));
+    assert_eq!(
+        store.get_handler(first.id).await.expect("get"),
+        Some(attached.clone())
+    );
+    for not_an_object in [json!([1]), json!("mapping"), Value::Null] {
+        assert!(matches!(
+            store.attach_compiled(first.id, &not_an_object).await,
+            Err(StoreError::Invalid(_))
+        ));
+    }
+    assert!(matches!(
+        store.attach_compiled(Uuid::new_v4(), &mapping).await,
+        Err(StoreError::NotFound { .. })
+    ));
     let first = store.activate_handler(first.id).await.expect("activate");
+    assert_eq!(first.compiled.as_ref(), Some(&mapping));
+    assert_eq!(
+        store.active_handler(hash).await.expect("active"),
+        Some(first.clone())
+    );
     assert_eq!(first.state, HandlerState::Active);
     assert!(first.activated_at.is_some());
     assert_eq!(
@@ -722,6 +754,19 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         store.activate_handler(broken.id).await,
         Err(StoreError::Conflict { .. })
     ));
+    assert!(matches!(
+        store.attach_compiled(broken.id, &mapping).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert_eq!(
+        store
+            .get_handler(broken.id)
+            .await
+            .expect("get")
+            .and_then(|h| h.compiled),
+        None,
+        "a refused attach changes nothing"
+    );
 
     // Activating a second verified handler retires the first: one active handler per protocol.
     let second = store
@@ -1034,6 +1079,8 @@ async fn survives_restart(store: &dyn Store, written: &Written) {
         .expect("get")
         .expect("exists");
     assert_eq!(handler.source, written.active_handler.source);
+    assert_eq!(handler.compiled, written.active_handler.compiled);
+    assert!(handler.compiled.is_some(), "the compiled form survives too");
     assert_eq!(handler.activated_at, written.active_handler.activated_at);
     assert!(
         store

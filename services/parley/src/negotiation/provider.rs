@@ -9,11 +9,12 @@ use parley_capabilities::Capabilities;
 use parley_negotiator::{
     CapabilitySpec, FixVerdict, GeneratedHandler, MetaMessage, NegotiationError, ProtocolDoc,
     ProtocolHash, ProtocolReasoner, ProviderSession, Reasoner, SessionConfig, Step, Verdict,
+    VerificationReport,
     anp::NlMessageType,
-    verify::{verify, verify_cases},
+    verify::{compiled_differs, verify, verify_cases},
 };
 use parley_nlip::Message;
-use parley_sandbox::Sandbox;
+use parley_sandbox::{Dialect, Sandbox};
 use parley_store::{
     Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewHandler, NewNegotiation,
     Role, Store, StoreError,
@@ -52,6 +53,10 @@ pub struct NegotiationLimits {
     pub max_rounds: u32,
     /// How often a handler that fails verification is regenerated before giving up.
     pub fix_attempts: u32,
+    /// Serve a handler's compiled form (the built-in reasoner's mapping, run without a
+    /// JavaScript engine) once it answered every test case as the JavaScript did. Off: the
+    /// JavaScript always serves.
+    pub compiled_handlers: bool,
 }
 
 impl Default for NegotiationLimits {
@@ -60,6 +65,7 @@ impl Default for NegotiationLimits {
             backend: ProtocolBackend::Auto,
             max_rounds: 10,
             fix_attempts: 2,
+            compiled_handlers: true,
         }
     }
 }
@@ -576,7 +582,11 @@ impl Provider {
                     capabilities: generated.grants.clone(),
                 })
                 .await?;
-            let report = match self.runner.add(&generated.source, &generated.grants).await {
+            let report = match self
+                .runner
+                .add(Dialect::JavaScript, &generated.source, &generated.grants)
+                .await
+            {
                 Ok(key) => verify(&doc, &self.runner, &key).await,
                 Err(e) => {
                     let failure = format!("the handler does not load: {}: {e}", e.code());
@@ -595,6 +605,9 @@ impl Provider {
                 .record_handler_verification(candidate.id, report.passed(), &report_json)
                 .await?;
             if report.passed() {
+                generated.compiled = self
+                    .check_compiled(&doc, &generated, &report, candidate.id)
+                    .await?;
                 st.handler_id = Some(candidate.id);
                 st.handler = Some(generated);
                 return Ok(Built::Verified);
@@ -634,6 +647,44 @@ impl Provider {
         }
     }
 
+    /// Checks a verified handler's compiled form, when it has one: the same test cases run
+    /// through it in the sandbox's mapping runtime, and it must answer every one exactly as the
+    /// JavaScript did (`reference`). Then it is attached to the candidate and returned, to serve
+    /// in place of the JavaScript; otherwise the JavaScript serves alone, and a warning says why.
+    async fn check_compiled(
+        &self,
+        doc: &ProtocolDoc,
+        generated: &GeneratedHandler,
+        reference: &VerificationReport,
+        candidate: Uuid,
+    ) -> Result<Option<Value>, ApiError> {
+        let Some(compiled) = generated
+            .compiled
+            .as_ref()
+            .filter(|_| self.limits.compiled_handlers)
+        else {
+            return Ok(None);
+        };
+        let difference = match self
+            .runner
+            .add(Dialect::Mapping, &compiled.to_string(), &generated.grants)
+            .await
+        {
+            Ok(key) => compiled_differs(reference, &verify(doc, &self.runner, &key).await),
+            Err(e) => Some(format!("it does not load: {}: {e}", e.code())),
+        };
+        if let Some(difference) = difference {
+            tracing::warn!(
+                %difference,
+                "provider: the handler's compiled form does not answer as its JavaScript does; \
+                 the JavaScript serves"
+            );
+            return Ok(None);
+        }
+        self.store.attach_compiled(candidate, compiled).await?;
+        Ok(Some(compiled.clone()))
+    }
+
     /// Regenerates the handler of the agreed protocol from a failure description.
     async fn rebuild(&self, st: &mut Stored, failure: &str) -> Result<Built, ApiError> {
         let Some((_, text)) = st.session.agreed().map(|(h, t)| (h, t.to_owned())) else {
@@ -671,7 +722,11 @@ impl Provider {
                 });
             }
         };
-        let key = match self.runner.add(&handler.source, &handler.grants).await {
+        let key = match self
+            .runner
+            .add(Dialect::JavaScript, &handler.source, &handler.grants)
+            .await
+        {
             Ok(k) => k,
             Err(e) => {
                 return Ok(Verdict::Reject {
@@ -723,9 +778,11 @@ impl Provider {
             .map(|(_, t)| t.to_owned())
             .unwrap_or_default();
         let doc = ProtocolDoc::parse(text).map_err(ApiError::internal)?;
-        let handler = publish(&self.sandbox, &generated.source)
-            .await
-            .map_err(ApiError::internal)?;
+        let handler = match &generated.compiled {
+            Some(compiled) => publish(&self.sandbox, Dialect::Mapping, &compiled.to_string()).await,
+            None => publish(&self.sandbox, Dialect::JavaScript, &generated.source).await,
+        }
+        .map_err(ApiError::internal)?;
         self.cache.insert(
             *hash,
             ActiveProtocol {
@@ -782,7 +839,16 @@ impl Provider {
         peer: &str,
         runtime: tokio::runtime::Handle,
     ) -> Result<Value, ApiError> {
-        let (active, hit) = match self.cache.get(hash, &self.store, &self.sandbox).await {
+        let (active, hit) = match self
+            .cache
+            .get(
+                hash,
+                &self.store,
+                &self.sandbox,
+                self.limits.compiled_handlers,
+            )
+            .await
+        {
             Ok(found) => found,
             Err(LoadError::Unknown) => {
                 metrics::protocol_cache("miss");
@@ -852,6 +918,128 @@ mod tests {
     use sqlx::Connection as _;
 
     use super::*;
+
+    /// A verified candidate of `generated` for protocol `hash`.
+    async fn verified_candidate(
+        store: &Arc<dyn Store>,
+        hash: &ProtocolHash,
+        generated: &GeneratedHandler,
+    ) -> Uuid {
+        let candidate = store
+            .insert_handler_candidate(NewHandler {
+                protocol_hash: hash.to_string(),
+                source: generated.source.clone(),
+                backend: "builtin".into(),
+                capabilities: generated.grants.clone(),
+            })
+            .await
+            .expect("candidate");
+        store
+            .record_handler_verification(candidate.id, true, &json!({"passed": true}))
+            .await
+            .expect("verified");
+        candidate.id
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_compiled_form_is_attached_only_when_it_answers_as_the_javascript() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let text = std::fs::read_to_string(root.join("examples/protocols/product-info.md"))
+            .expect("the example protocol");
+        let doc = ProtocolDoc::parse(text.clone()).expect("a protocol document");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("p.db").display());
+        let store = parley_store::connect(&url, Default::default())
+            .await
+            .expect("store");
+        store.put_protocol(&text).await.expect("protocol");
+        let capabilities =
+            crate::startup::load_capabilities(Some(&root.join("examples/capabilities.toml")))
+                .expect("capabilities");
+        let sandbox =
+            Arc::new(Sandbox::new(parley_sandbox::SandboxConfig::default()).expect("a sandbox"));
+        let provider = |compiled_handlers| {
+            Provider::new(
+                store.clone(),
+                capabilities.clone(),
+                Arc::new(parley_negotiator::BuiltinProtocolReasoner),
+                Arc::new(parley_negotiator::BuiltinReasoner::new(
+                    capabilities.clone(),
+                )),
+                sandbox.clone(),
+                NegotiationLimits {
+                    compiled_handlers,
+                    ..NegotiationLimits::default()
+                },
+            )
+        };
+        let generated = parley_negotiator::BuiltinProtocolReasoner
+            .generate_sync(&doc, &CapabilitySpec::all(&capabilities), None)
+            .expect("the built-in handler");
+        let mapping = generated.compiled.clone().expect("a compiled form");
+        let on = provider(true);
+        let key = on
+            .runner
+            .add(Dialect::JavaScript, &generated.source, &generated.grants)
+            .await
+            .expect("the JavaScript publishes");
+        let reference = verify(&doc, &on.runner, &key).await;
+        assert!(
+            reference.passed() && reference.cases.len() >= 2,
+            "{reference:?}"
+        );
+        let compiled_of = |id| {
+            let store = store.clone();
+            async move {
+                store
+                    .get_handler(id)
+                    .await
+                    .expect("get")
+                    .expect("stored")
+                    .compiled
+            }
+        };
+
+        // The mapping the JavaScript was generated from answers as it does: attached.
+        let id = verified_candidate(&store, &doc.hash(), &generated).await;
+        let attached = on
+            .check_compiled(&doc, &generated, &reference, id)
+            .await
+            .expect("checked");
+        assert_eq!(attached.as_ref(), Some(&mapping));
+        assert_eq!(compiled_of(id).await.as_ref(), Some(&mapping));
+
+        // A mapping that answers differently (another success code), or is no mapping at all,
+        // is not: the JavaScript serves.
+        let mut other_code = mapping.clone();
+        other_code["codes"]["ok"] = json!(201);
+        let mut not_a_mapping = mapping.clone();
+        not_a_mapping["capability"] = json!(5);
+        for compiled in [other_code, not_a_mapping] {
+            let tampered = GeneratedHandler {
+                compiled: Some(compiled),
+                ..generated.clone()
+            };
+            let id = verified_candidate(&store, &doc.hash(), &tampered).await;
+            let attached = on
+                .check_compiled(&doc, &tampered, &reference, id)
+                .await
+                .expect("checked");
+            assert_eq!(attached, None);
+            assert_eq!(compiled_of(id).await, None);
+        }
+
+        // An operator who turned compiled forms off gets the JavaScript, whatever the mapping.
+        let off = provider(false);
+        let id = verified_candidate(&store, &doc.hash(), &generated).await;
+        assert_eq!(
+            off.check_compiled(&doc, &generated, &reference, id)
+                .await
+                .expect("checked"),
+            None
+        );
+        assert_eq!(compiled_of(id).await, None);
+    }
 
     fn pending(usage: &UsageCounts, peer: &str, hash: &ProtocolHash) -> Option<(u64, u64)> {
         let pending = usage.pending.lock().expect("usage lock");

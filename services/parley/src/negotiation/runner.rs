@@ -7,17 +7,24 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use parley_capabilities::Capabilities;
 use parley_negotiator::{Fixtures, HandlerRunner, ProtocolDoc, ProtocolHash};
-use parley_sandbox::{CapabilityFuture, CapabilityHost, Grants, Handler, Sandbox, SandboxError};
+use parley_sandbox::{
+    CapabilityFuture, CapabilityHost, Dialect, Grants, Handler, Sandbox, SandboxError,
+};
 use parley_store::Store;
 use serde_json::Value;
 
 use crate::host::CapabilityBridge;
 
-/// Publishes handler source in the sandbox off the async workers (compilation is CPU-heavy).
-pub async fn publish(sandbox: &Arc<Sandbox>, source: &str) -> Result<Handler, SandboxError> {
+/// Publishes handler source of `dialect` in the sandbox off the async workers (compilation is
+/// CPU-heavy).
+pub async fn publish(
+    sandbox: &Arc<Sandbox>,
+    dialect: Dialect,
+    source: &str,
+) -> Result<Handler, SandboxError> {
     let sandbox = sandbox.clone();
     let source = source.to_owned();
-    match tokio::task::spawn_blocking(move || sandbox.publish(&source)).await {
+    match tokio::task::spawn_blocking(move || sandbox.publish_as(dialect, &source)).await {
         Ok(result) => result,
         // The blocking task only fails when it panicked: let the panic continue.
         Err(e) => std::panic::resume_unwind(e.into_panic()),
@@ -69,9 +76,14 @@ impl SandboxRunner {
         }
     }
 
-    /// Publishes `source` and returns the key [`HandlerRunner::run`] takes.
-    pub async fn add(&self, source: &str, grants: &[String]) -> Result<String, SandboxError> {
-        let handler = publish(&self.sandbox, source).await?;
+    /// Publishes `source` (of `dialect`) and returns the key [`HandlerRunner::run`] takes.
+    pub async fn add(
+        &self,
+        dialect: Dialect,
+        source: &str,
+        grants: &[String],
+    ) -> Result<String, SandboxError> {
+        let handler = publish(&self.sandbox, dialect, source).await?;
         let key = handler.hash().to_owned();
         let grants: Grants = grants.iter().cloned().collect();
         self.handlers
@@ -140,12 +152,14 @@ pub enum LoadError {
 }
 
 impl ProtocolCache {
-    /// The active protocol for `hash`, and whether it came from memory.
+    /// The active protocol for `hash`, and whether it came from memory. A handler loaded from
+    /// the store serves in its compiled form when it has one and `compiled` allows it.
     pub async fn get(
         &self,
         hash: &ProtocolHash,
         store: &Arc<dyn Store>,
         sandbox: &Arc<Sandbox>,
+        compiled: bool,
     ) -> Result<(ActiveProtocol, bool), LoadError> {
         if let Some(p) = self
             .active
@@ -162,9 +176,14 @@ impl ProtocolCache {
             .ok_or(LoadError::Unknown)?;
         let protocol = store.get_protocol(&hex).await?.ok_or(LoadError::Unknown)?;
         let doc = ProtocolDoc::parse(protocol.text)?;
+        // A verified compiled form serves in place of the JavaScript (see `Provider::check_compiled`).
+        let handler_in_sandbox = match handler.compiled.as_ref().filter(|_| compiled) {
+            Some(compiled) => publish(sandbox, Dialect::Mapping, &compiled.to_string()).await?,
+            None => publish(sandbox, Dialect::JavaScript, &handler.source).await?,
+        };
         let active = ActiveProtocol {
             doc: Arc::new(doc),
-            handler: publish(sandbox, &handler.source).await?,
+            handler: handler_in_sandbox,
             grants: handler.capabilities.iter().cloned().collect(),
         };
         self.insert(*hash, active.clone());

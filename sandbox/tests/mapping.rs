@@ -1,0 +1,218 @@
+//! The mapping runtime: a built-in reasoner's mapping, published as a handler of
+//! `Dialect::Mapping`, answers under the same limits, grants and error model as JavaScript.
+//! (That it answers exactly as the JavaScript generated from the same mapping is checked in
+//! `tests/tests/mapping_equivalence.rs`, which has both.)
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use parley_sandbox::{CapabilityFuture, CapabilityHost, Dialect, Grants, Sandbox, SandboxConfig};
+use serde_json::{Value, json};
+
+/// A product lookup: `getProductInfo(productId)`, answering with the product or a status.
+fn product_mapping() -> Value {
+    json!({
+        "capability": "getProductInfo",
+        "checks": [
+            { "field": "messageId", "types": ["string"], "required": true },
+            { "field": "productId", "types": ["integer"], "required": true }
+        ],
+        "arguments": [{ "input": "productId", "request": "productId" }],
+        "response": [
+            { "field": "messageId", "source": { "kind": "echo", "field": "messageId" },
+              "required": true, "nullable": false },
+            { "field": "code", "source": { "kind": "status", "shape": { "kind": "integer" } },
+              "required": true, "nullable": false },
+            { "field": "name", "source": { "kind": "outputField", "field": "name" },
+              "required": false, "nullable": true },
+            { "field": "error", "source": { "kind": "errorMessage" },
+              "required": false, "nullable": false }
+        ],
+        "codes": { "ok": 200, "badRequest": 400, "notFound": 404, "internal": 500 },
+        "entity": "Product",
+        "outputNullable": true
+    })
+}
+
+fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        Sandbox::new(SandboxConfig {
+            deadline_ms: 300,
+            pool_instances: 4,
+            ..SandboxConfig::default()
+        })
+        .expect("valid config")
+    })
+}
+
+fn grants() -> Grants {
+    ["getProductInfo"].into_iter().map(str::to_owned).collect()
+}
+
+/// Answers from a table, recording every call.
+#[derive(Debug, Default)]
+struct Catalogue {
+    calls: Mutex<Vec<(String, Value)>>,
+}
+
+impl CapabilityHost for Catalogue {
+    fn call(&self, capability: &str, args: Value) -> CapabilityFuture {
+        self.calls
+            .lock()
+            .expect("calls lock")
+            .push((capability.to_owned(), args.clone()));
+        let answer = match args["productId"].as_i64() {
+            Some(1) => Ok(json!({ "name": "Kettle", "price": 25.0 })),
+            Some(2) => Ok(Value::Null),
+            Some(3) => Err("database unavailable".to_owned()),
+            _ => Err("no such product: Not Found".to_owned()),
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+#[test]
+fn a_mapping_answers_through_its_capability() {
+    let handler = sandbox()
+        .publish_as(Dialect::Mapping, &product_mapping().to_string())
+        .expect("a valid mapping publishes");
+    assert_eq!(handler.dialect(), Dialect::Mapping);
+    let host = Arc::new(Catalogue::default());
+    let call = |request: Value| {
+        sandbox()
+            .call_blocking(&handler, &request, &grants(), host.clone())
+            .expect("the call succeeds")
+            .output
+    };
+
+    assert_eq!(
+        call(json!({ "messageId": "m1", "productId": 1 })),
+        json!({ "messageId": "m1", "code": 200, "name": "Kettle" })
+    );
+    assert_eq!(
+        host.calls.lock().expect("calls lock").as_slice(),
+        [("getProductInfo".to_owned(), json!({ "productId": 1 }))],
+        "exactly the mapped arguments, nothing else from the request"
+    );
+    // A null result and a "not found" failure are both 404; other failures are 500.
+    for id in [2, 9] {
+        assert_eq!(
+            call(json!({ "messageId": "m", "productId": id })),
+            json!({ "messageId": "m", "code": 404, "name": null, "error": "Product not found" })
+        );
+    }
+    assert_eq!(
+        call(json!({ "messageId": "m", "productId": 3 })),
+        json!({ "messageId": "m", "code": 500, "name": null,
+                "error": "capability getProductInfo failed: database unavailable" })
+    );
+    // Bad requests never reach the capability.
+    let before = host.calls.lock().expect("calls lock").len();
+    assert_eq!(
+        call(json!({ "messageId": "m", "productId": "1" })),
+        json!({ "messageId": "m", "code": 400, "name": null,
+                "error": "field productId must be of type integer" })
+    );
+    assert_eq!(
+        call(json!([1])),
+        json!({ "messageId": "", "code": 400, "name": null,
+                "error": "the request must be a JSON object" })
+    );
+    assert_eq!(host.calls.lock().expect("calls lock").len(), before);
+}
+
+#[test]
+fn a_source_that_is_not_a_mapping_is_an_invalid_handler() {
+    for source in [
+        "function handle(r) { return r; }",
+        "{}",
+        r#"{"capability": 1}"#,
+    ] {
+        let error = sandbox()
+            .publish_as(Dialect::Mapping, source)
+            .expect_err("not a mapping");
+        assert_eq!(error.code(), "invalid_handler", "{source}: {error}");
+        assert!(error.to_string().contains("mapping"), "{error}");
+    }
+}
+
+#[test]
+fn a_mapping_gets_only_its_grants() {
+    let handler = sandbox()
+        .publish_as(Dialect::Mapping, &product_mapping().to_string())
+        .expect("publish");
+    let error = sandbox()
+        .call_blocking(
+            &handler,
+            &json!({ "messageId": "m", "productId": 1 }),
+            &Grants::none(),
+            Arc::new(Catalogue::default()),
+        )
+        .expect_err("the capability is not granted");
+    assert_eq!(error.code(), "capability_refused", "{error}");
+}
+
+#[test]
+fn a_mapping_call_keeps_the_input_limit() {
+    let sandbox = Sandbox::new(SandboxConfig {
+        input_bytes: 64,
+        ..SandboxConfig::default()
+    })
+    .expect("valid config");
+    let handler = sandbox
+        .publish_as(Dialect::Mapping, &product_mapping().to_string())
+        .expect("publish");
+    let error = sandbox
+        .call_blocking(
+            &handler,
+            &json!({ "messageId": "x".repeat(100), "productId": 1 }),
+            &grants(),
+            Arc::new(Catalogue::default()),
+        )
+        .expect_err("over the input limit");
+    assert_eq!(error.code(), "input_too_large", "{error}");
+}
+
+/// A capability that takes its time.
+#[derive(Debug)]
+struct Slow(Duration);
+
+impl CapabilityHost for Slow {
+    fn call(&self, _: &str, _: Value) -> CapabilityFuture {
+        let hold = self.0;
+        Box::pin(async move {
+            tokio::time::sleep(hold).await;
+            Ok(json!({ "name": "late" }))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapping_s_capability_is_cancelled_at_the_deadline() {
+    let handler = sandbox()
+        .publish_as(Dialect::Mapping, &product_mapping().to_string())
+        .expect("publish");
+    let started = Instant::now();
+    let error = sandbox()
+        .call(
+            &handler,
+            &json!({ "messageId": "m", "productId": 1 }),
+            &grants(),
+            Arc::new(Slow(Duration::from_secs(5))),
+        )
+        .await
+        .expect_err("past the deadline");
+    assert_eq!(error.code(), "timeout", "{error}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let out = sandbox()
+        .call(
+            &handler,
+            &json!({ "messageId": "m", "productId": 1 }),
+            &grants(),
+            Arc::new(Slow(Duration::from_millis(10))),
+        )
+        .await
+        .expect("in time");
+    assert_eq!(out.output["name"], "late");
+}
