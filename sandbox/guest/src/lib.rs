@@ -17,31 +17,10 @@
 
 use std::cell::RefCell;
 
+use parley_guest_abi::{self as abi, bytes_from_host, kind};
 use rquickjs::{Array, Context, Ctx, Function, Object, Persistent, Runtime, Value};
 
 mod json;
-
-/// Outcome kinds reported through `parley.output`; mirrored by `OutcomeKind` on the host side.
-mod kind {
-    pub const OK: u32 = 0;
-    pub const THREW: u32 = 1;
-    pub const INVALID_HANDLER: u32 = 4;
-    pub const INTERNAL: u32 = 6;
-}
-
-#[link(wasm_import_module = "parley")]
-unsafe extern "C" {
-    /// Asks the host to run a capability. Returns `n >= 0` on success (a JSON result of `n` bytes is
-    /// waiting) or `n < 0` on failure (an error message of `-n - 1` bytes is waiting). A refused
-    /// capability or oversized arguments never return: the host ends the call.
-    fn host_call(name_ptr: *const u8, name_len: u32, args_ptr: *const u8, args_len: u32) -> i32;
-    /// Copies the waiting result or error message (of the length `host_call` announced) to `dst`.
-    fn host_take(dst: *mut u8);
-    /// Appends one log line (level 0 info, 1 warn, 2 error).
-    fn log(level: u32, ptr: *const u8, len: u32);
-    /// Reports the call's outcome; called exactly once per `parley_run` / failed `parley_load`.
-    fn output(kind: u32, ptr: *const u8, len: u32);
-}
 
 struct Loaded {
     runtime: Runtime,
@@ -71,26 +50,14 @@ const PRELUDE: &str = include_str!("prelude.js");
 const JS_MAX_STACK: usize = 1024 * 1024;
 
 fn report(kind: u32, text: &str) {
-    // SAFETY: the pointer and length describe a live, initialised byte slice.
-    unsafe { output(kind, text.as_ptr(), text.len() as u32) }
+    abi::report(kind, text.as_bytes());
 }
 
-/// Allocates `len` bytes for the host to fill. The buffer is leaked on purpose: the instance lives for
-/// one call only, and its whole memory is dropped with it.
+/// Allocates `len` bytes for the host to fill (see `parley_guest_abi::alloc_for_host`): the input
+/// is parsed in place (`parse_json`), up to the NUL after it.
 #[unsafe(no_mangle)]
 pub extern "C" fn parley_alloc(len: u32) -> *mut u8 {
-    // One byte more, a NUL after the host's bytes: the input is parsed in place (`parse_json`).
-    let mut buffer = Vec::<u8>::with_capacity(len as usize + 1);
-    let ptr = buffer.as_mut_ptr();
-    std::mem::forget(buffer);
-    // SAFETY: within the buffer's capacity; the host writes the `len` bytes before it.
-    unsafe { ptr.add(len as usize).write(0) };
-    ptr
-}
-
-fn bytes_from_host<'a>(ptr: *const u8, len: u32) -> &'a [u8] {
-    // SAFETY: the host wrote exactly `len` bytes at `ptr`, a buffer it got from `parley_alloc(len)`.
-    unsafe { std::slice::from_raw_parts(ptr, len as usize) }
+    abi::alloc_for_host(len)
 }
 
 fn describe_exception(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
@@ -153,33 +120,18 @@ fn native_call<'js>(
             .with(|cell| cell.borrow_mut().take())
             .unwrap_or_else(|| b"null".to_vec()),
     };
-    // SAFETY: pointers and lengths describe live buffers; `host_take` writes exactly the length
-    // `host_call` announced into a buffer of that capacity.
-    let (ok, mut reply) = unsafe {
-        let n = host_call(
-            name.as_ptr(),
-            name.len() as u32,
-            args.as_ptr(),
-            args.len() as u32,
-        );
-        let (ok, len) = if n >= 0 {
-            (true, n as usize)
-        } else {
-            (false, (-(n + 1)) as usize)
-        };
-        let mut buffer = Vec::<u8>::with_capacity(len + 1);
-        host_take(buffer.as_mut_ptr());
-        buffer.set_len(len);
-        (ok, buffer)
-    };
     let result = Array::new(ctx.clone())?;
-    result.set(0, ok)?;
-    if ok {
-        // The host only ever sends serde_json's output.
-        reply.push(0);
-        result.set(1, parse_json(&ctx, &reply)?)?;
-    } else {
-        result.set(1, String::from_utf8_lossy(&reply).into_owned())?;
+    match abi::call_host(&name, &args) {
+        Ok(mut reply) => {
+            result.set(0, true)?;
+            // The host only ever sends serde_json's output.
+            reply.push(0);
+            result.set(1, parse_json(&ctx, &reply)?)?;
+        }
+        Err(message) => {
+            result.set(0, false)?;
+            result.set(1, String::from_utf8_lossy(&message).into_owned())?;
+        }
     }
     Ok(result)
 }
@@ -225,8 +177,7 @@ fn native_args<'js>(
 }
 
 fn native_log(level: u32, line: String) {
-    // SAFETY: the pointer and length describe a live Rust string.
-    unsafe { log(level, line.as_ptr(), line.len() as u32) }
+    abi::log_line(level, &line);
 }
 
 /// QuickJS creates a built-in function object (`Array.isArray`, `Number.isInteger`,
@@ -370,8 +321,7 @@ fn report_pair(ctx: &Ctx<'_>, result: rquickjs::Result<Value<'_>>) -> bool {
                     .then(|| RESULT_JSON.with(|cell| cell.borrow_mut().take()))
                     .flatten();
                 if let Some(json) = written {
-                    // SAFETY: the pointer and length describe a live byte buffer.
-                    unsafe { output(kind, json.as_ptr(), json.len() as u32) };
+                    abi::report(kind, &json);
                     return true;
                 }
                 let text: String = pair.get(1).unwrap_or_default();

@@ -78,6 +78,8 @@ impl PgStore {
 
 /// The store type and name the shared queries (`sql.rs`) are implemented for here.
 type SqlStore = PgStore;
+/// The database the shared queries run on here.
+type Db = Postgres;
 const BACKEND_NAME: &str = "postgres";
 
 #[path = "sql.rs"]

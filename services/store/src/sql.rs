@@ -575,17 +575,7 @@ impl crate::Store for super::SqlStore {
             tx.commit().await?;
             return Ok(row.into());
         }
-        let state =
-            sqlx::query_scalar::<_, HandlerState>("SELECT state FROM handlers WHERE id = $1")
-                .bind(DbUuid(id))
-                .fetch_optional(&mut *tx)
-                .await?;
-        Err(match state {
-            Some(state) => StoreError::conflict(format!(
-                "handler {id} is {state}; only candidates are verified"
-            )),
-            None => StoreError::not_found(format!("handler {id}")),
-        })
+        Err(handler_refusal(&mut tx, id, "only candidates are verified").await)
     }
 
     async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError> {
@@ -653,18 +643,12 @@ impl crate::Store for super::SqlStore {
             tx.commit().await?;
             return Ok(row.into());
         }
-        let state =
-            sqlx::query_scalar::<_, HandlerState>("SELECT state FROM handlers WHERE id = $1")
-                .bind(DbUuid(id))
-                .fetch_optional(&mut *tx)
-                .await?;
-        Err(match state {
-            Some(state) => StoreError::conflict(format!(
-                "handler {id} is {state}; only a verified candidate or the active handler takes \
-                 a compiled form"
-            )),
-            None => StoreError::not_found(format!("handler {id}")),
-        })
+        Err(handler_refusal(
+            &mut tx,
+            id,
+            "only a verified candidate or the active handler takes a compiled form",
+        )
+        .await)
     }
 
     async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
@@ -741,5 +725,23 @@ impl crate::Store for super::SqlStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(Into::into))
+    }
+}
+
+/// Why a conditional update of handler `id` changed no row: the handler does not exist, or its
+/// state does not allow it (`rule` says which states do).
+async fn handler_refusal(
+    tx: &mut sqlx::Transaction<'static, super::Db>,
+    id: Uuid,
+    rule: &str,
+) -> StoreError {
+    let state = sqlx::query_scalar::<_, HandlerState>("SELECT state FROM handlers WHERE id = $1")
+        .bind(DbUuid(id))
+        .fetch_optional(&mut **tx)
+        .await;
+    match state {
+        Ok(Some(state)) => StoreError::conflict(format!("handler {id} is {state}; {rule}")),
+        Ok(None) => StoreError::not_found(format!("handler {id}")),
+        Err(e) => e.into(),
     }
 }

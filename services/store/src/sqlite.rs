@@ -91,6 +91,8 @@ fn query_has(url: &str, key: &str, value: &str) -> bool {
 
 /// The store type and name the shared queries (`sql.rs`) are implemented for here.
 type SqlStore = SqliteStore;
+/// The database the shared queries run on here.
+type Db = Sqlite;
 const BACKEND_NAME: &str = "sqlite";
 
 #[path = "sql.rs"]
