@@ -279,7 +279,8 @@ pub(crate) struct HandlerRow {
     verification_passed: Option<bool>,
     verified_at: Option<DateTime<Utc>>,
     state: HandlerState,
-    compiled: Option<Value>,
+    /// The exact JSON text (see `Store::attach_compiled`).
+    compiled: Option<String>,
     created_at: DateTime<Utc>,
     activated_at: Option<DateTime<Utc>>,
     retired_at: Option<DateTime<Utc>>,
@@ -329,7 +330,11 @@ impl From<HandlerRow> for Handler {
             verification_passed: row.verification_passed,
             verified_at: row.verified_at,
             state: row.state,
-            compiled: row.compiled,
+            // Written by `attach_compiled` from a `Value`, and checked as a JSON object by the
+            // schema, so it parses.
+            compiled: row
+                .compiled
+                .and_then(|text| serde_json::from_str(&text).ok()),
             created_at: row.created_at,
             activated_at: row.activated_at,
             retired_at: row.retired_at,

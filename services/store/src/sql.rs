@@ -636,7 +636,8 @@ impl crate::Store for super::SqlStore {
             handler_columns!()
         ))
         .bind(DbUuid(id))
-        .bind(compiled)
+        // As text, so that its keys keep their order (PostgreSQL's JSONB would sort them).
+        .bind(compiled.to_string())
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(row) = attached {

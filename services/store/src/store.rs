@@ -183,7 +183,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Attaches a handler's compiled form (a JSON object: the mapping its source was generated
     /// from) once it answered every test case as the source did. Only a handler that passed
     /// verification and is a candidate or active takes one (else `Conflict`); an unknown id is
-    /// `NotFound`, anything but an object `Invalid`.
+    /// `NotFound`, anything but an object `Invalid`. Stored as its exact JSON text: it reads back
+    /// with its keys in the same order.
     async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError>;
 
     async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError>;

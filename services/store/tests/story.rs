@@ -683,7 +683,12 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         "{unverified:?}"
     );
     assert_eq!(first.compiled, None);
-    let mapping = json!({ "capability": "weather.lookup", "checks": [], "entity": "Städte ✓" });
+    // Keys out of sorted order, nested too: they must come back in this order.
+    let mapping = json!({
+        "entity": "Städte ✓",
+        "capability": "weather.lookup",
+        "response": [{ "value": { "z": 1, "a": [true, { "y": null, "b": 2.5 }] } }]
+    });
     assert!(matches!(
         store.attach_compiled(first.id, &mapping).await,
         Err(StoreError::Conflict { .. })
@@ -704,6 +709,11 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         .await
         .expect("attach the compiled form");
     assert_eq!(attached.compiled.as_ref(), Some(&mapping));
+    assert_eq!(
+        attached.compiled.as_ref().map(Value::to_string),
+        Some(mapping.to_string()),
+        "the same text: keys in the same order"
+    );
     assert_eq!(
         store.get_handler(first.id).await.expect("get"),
         Some(attached.clone())
@@ -1079,7 +1089,14 @@ async fn survives_restart(store: &dyn Store, written: &Written) {
         .expect("get")
         .expect("exists");
     assert_eq!(handler.source, written.active_handler.source);
-    assert_eq!(handler.compiled, written.active_handler.compiled);
+    assert_eq!(
+        handler.compiled.as_ref().map(Value::to_string),
+        written
+            .active_handler
+            .compiled
+            .as_ref()
+            .map(Value::to_string)
+    );
     assert!(handler.compiled.is_some(), "the compiled form survives too");
     assert_eq!(handler.activated_at, written.active_handler.activated_at);
     assert!(
