@@ -67,22 +67,34 @@ fi
 # --- build -----------------------------------------------------------------------------------------
 CARGO_HOME_DIR=${CARGO_HOME:-$HOME/.cargo}
 
-# Builds guest directory $1 into target directory $2 and prints the path of the produced runtime
-# ($3, the cdylib's file name). Absolute paths (the target directory, cargo's registry, the checkout)
-# are remapped in both the C and the Rust parts, so the output does not depend on where the
-# repository or cargo's home live.
+# The guests are built from a copy of their sources at this fixed path, whatever the checkout's
+# path. Cargo's crate metadata (and so every symbol name in the wasm) hashes the absolute path of a
+# path dependency outside the building workspace (guest-abi, parley-mapping), which no path
+# remapping reaches: built in place, the runtimes' hashes would depend on where the repository is.
+STAGE=${TMPDIR:-/tmp}/parley-guest-build
+GUEST_SOURCES=(sandbox/guest sandbox/mapping-guest sandbox/guest-abi negotiator/mapping)
+
+# Copies the guests' sources (not their target directories) to $STAGE, keeping the layout.
+stage_sources() {
+  rm -rf "$STAGE/src"
+  mkdir -p "$STAGE/src"
+  tar -C "$ROOT" --exclude=./*/target --exclude=target -cf - "${GUEST_SOURCES[@]}" | tar -C "$STAGE/src" -xpf -
+}
+
+# Builds guest directory $1 (a checkout path) into target directory $2 and prints the path of the
+# produced runtime ($3, the cdylib's file name). Absolute paths (the target directory, cargo's
+# registry, the staged sources) are remapped in both the C and the Rust parts.
 build_into() {
-  local guest=$1 target_dir=$2 wasm_name=$3
+  local guest=$STAGE/src/${1#"$ROOT"/} target_dir=$2 wasm_name=$3
   (
     cd "$guest"
     export CFLAGS_wasm32_wasip1="-isystem /usr/include/wasm32-wasi \
 -ffile-prefix-map=$target_dir=/target -ffile-prefix-map=$CARGO_HOME_DIR=/cargo \
 -ffile-prefix-map=$guest=/guest"
     # Keep the guest's own rustflags (stack size) and add the remapping on top: cargo merges arrays.
-    # The checkout's root last: the mapping guest builds parley-mapping from outside its directory.
     cargo build --release --locked --quiet \
       --target-dir "$target_dir" \
-      --config "target.wasm32-wasip1.rustflags=['--remap-path-prefix=$CARGO_HOME_DIR=/cargo','--remap-path-prefix=$ROOT=/parley','--remap-path-prefix=$guest=/guest','--remap-path-prefix=$target_dir=/target']" >&2
+      --config "target.wasm32-wasip1.rustflags=['--remap-path-prefix=$CARGO_HOME_DIR=/cargo','--remap-path-prefix=$STAGE/src=/parley','--remap-path-prefix=$guest=/guest','--remap-path-prefix=$target_dir=/target']" >&2
   ) || return 1 # errexit does not reach into `$(build_into ...)`: without this a failed build went on with a stale runtime
   echo "$target_dir/wasm32-wasip1/release/$wasm_name"
 }
@@ -138,5 +150,10 @@ build_guest() {
   say "installed ${guest#"$ROOT"/}/target/$installed"
 }
 
+# One build at a time uses the stage (two checkouts on one machine, say).
+mkdir -p "$STAGE"
+exec 9>"$STAGE/lock"
+flock 9
+stage_sources
 build_guest "$ROOT/sandbox/guest" parley_js_runtime.wasm parley-runtime.wasm "JavaScript runtime"
 build_guest "$ROOT/sandbox/mapping-guest" parley_mapping_runtime.wasm parley-mapping-runtime.wasm "mapping runtime"
