@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::runner::{ActiveProtocol, LoadError, ProtocolCache, SandboxRunner, publish};
+use super::runner::{ActiveProtocol, LoadError, ProtocolCache, SandboxRunner, publish_serving};
 use crate::error::ApiError;
 use crate::host::CapabilityBridge;
 use crate::metrics;
@@ -778,10 +778,12 @@ impl Provider {
             .map(|(_, t)| t.to_owned())
             .unwrap_or_default();
         let doc = ProtocolDoc::parse(text).map_err(ApiError::internal)?;
-        let handler = match &generated.compiled {
-            Some(compiled) => publish(&self.sandbox, Dialect::Mapping, &compiled.to_string()).await,
-            None => publish(&self.sandbox, Dialect::JavaScript, &generated.source).await,
-        }
+        let handler = publish_serving(
+            &self.sandbox,
+            &generated.source,
+            generated.compiled.as_ref(),
+        )
+        .await
         .map_err(ApiError::internal)?;
         self.cache.insert(
             *hash,
@@ -1039,6 +1041,51 @@ mod tests {
             None
         );
         assert_eq!(compiled_of(id).await, None);
+
+        // Serving from the store: the compiled form when the active handler has one (unless
+        // turned off); a stored form that does not publish falls back to the JavaScript.
+        let request = json!({
+            "messageId": "c1", "type": "REQUEST", "action": "getProductInfo", "productId": "P12345"
+        });
+        let hash = doc.hash();
+        let serve = |compiled_handlers| {
+            let provider = provider(compiled_handlers);
+            let request = request.clone();
+            async move {
+                let (active, _) = provider
+                    .cache
+                    .get(&hash, &provider.store, &provider.sandbox, compiled_handlers)
+                    .await
+                    .expect("the active protocol loads");
+                let answer = provider
+                    .application(&hash, &request, "peer", tokio::runtime::Handle::current())
+                    .await
+                    .expect("an answer");
+                (active.handler.dialect(), answer)
+            }
+        };
+        let attached = verified_candidate(&store, &hash, &generated).await;
+        store
+            .attach_compiled(attached, &mapping)
+            .await
+            .expect("attach");
+        store.activate_handler(attached).await.expect("activate");
+        let (dialect, compiled_answer) = serve(true).await;
+        assert_eq!(dialect, Dialect::Mapping);
+        assert_eq!(compiled_answer["status"]["code"], 200, "{compiled_answer}");
+        let (dialect, javascript_answer) = serve(false).await;
+        assert_eq!(dialect, Dialect::JavaScript);
+        assert_eq!(javascript_answer, compiled_answer);
+
+        let broken = verified_candidate(&store, &hash, &generated).await;
+        store
+            .attach_compiled(broken, &json!({ "capability": 5 }))
+            .await
+            .expect("the store takes any object");
+        store.activate_handler(broken).await.expect("activate");
+        let (dialect, fallback_answer) = serve(true).await;
+        assert_eq!(dialect, Dialect::JavaScript);
+        assert_eq!(fallback_answer, compiled_answer);
     }
 
     fn pending(usage: &UsageCounts, peer: &str, hash: &ProtocolHash) -> Option<(u64, u64)> {

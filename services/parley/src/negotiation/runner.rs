@@ -31,6 +31,26 @@ pub async fn publish(
     }
 }
 
+/// Publishes what serves a handler: its compiled form when it has one, else its JavaScript. A
+/// compiled form that does not publish (it passed its check, so this means a broken or changed
+/// mapping runtime) falls back to the JavaScript, with a warning, rather than failing the call.
+pub async fn publish_serving(
+    sandbox: &Arc<Sandbox>,
+    source: &str,
+    compiled: Option<&Value>,
+) -> Result<Handler, SandboxError> {
+    if let Some(compiled) = compiled {
+        match publish(sandbox, Dialect::Mapping, &compiled.to_string()).await {
+            Ok(handler) => return Ok(handler),
+            Err(error) => tracing::warn!(
+                %error,
+                "the handler's compiled form does not publish; its JavaScript serves"
+            ),
+        }
+    }
+    publish(sandbox, Dialect::JavaScript, source).await
+}
+
 /// Answers `host.call` during verification: from the test case's fixtures, or — for
 /// capabilities the operator marked read-only and the case gave no fixture for — for real.
 /// Nothing else reaches a real capability, so verification has no side effects.
@@ -177,13 +197,10 @@ impl ProtocolCache {
         let protocol = store.get_protocol(&hex).await?.ok_or(LoadError::Unknown)?;
         let doc = ProtocolDoc::parse(protocol.text)?;
         // A verified compiled form serves in place of the JavaScript (see `Provider::check_compiled`).
-        let handler_in_sandbox = match handler.compiled.as_ref().filter(|_| compiled) {
-            Some(compiled) => publish(sandbox, Dialect::Mapping, &compiled.to_string()).await?,
-            None => publish(sandbox, Dialect::JavaScript, &handler.source).await?,
-        };
+        let serving = handler.compiled.as_ref().filter(|_| compiled);
         let active = ActiveProtocol {
             doc: Arc::new(doc),
-            handler: handler_in_sandbox,
+            handler: publish_serving(sandbox, &handler.source, serving).await?,
             grants: handler.capabilities.iter().cloned().collect(),
         };
         self.insert(*hash, active.clone());
