@@ -253,7 +253,6 @@ async fn latency(base: &str, config: Config) -> Result<()> {
         }
     }
     provider.stop();
-    js_server.stop().await;
     // The same work without a transport: where (b)'s time goes.
     let mut driver = Driver {
         client: None,
@@ -274,6 +273,18 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     rows.push(("in-process", "(b) Agent::handle", b));
     rows.push(("in-process", "(c) Agent::handle", c));
     rows.push(("in-process", "(b) Provider::application", handler));
+    // The same call through the verified JavaScript instead of its compiled form.
+    let mut javascript = Driver {
+        client: None,
+        agent: js_server.agent.clone(),
+        hash,
+        peer: js_server.addr,
+    };
+    let [js_handler] = javascript
+        .alternate([Op::Application(&payload)], config)
+        .await?;
+    rows.push(("in-process", "(b) same, JavaScript", js_handler));
+    js_server.stop().await;
     server.stop().await;
     print_latency(&rows);
     Ok(())
