@@ -13,6 +13,11 @@
 //! So publishing a handler compiles nothing, and a hundred handlers share one copy of QuickJS's
 //! native code. The ABI and the reasons behind it are in `sandbox/ABI.md`.
 //!
+//! A second runtime, the mapping runtime, serves a built-in reasoner's mapping (JSON) as the
+//! compiled form of the JavaScript generated from it, with no JavaScript engine in the call. It has
+//! the same ABI, limits, grants and error model and goes through the same split, images and pool;
+//! [`Dialect`] picks the runtime at [`Sandbox::publish_as`].
+//!
 //! # Layout
 //! - `lib.rs`: the public surface: [`Sandbox`], [`Handler`], [`Grants`], [`CapabilityHost`],
 //!   [`CallOutput`], [`run_once`].
@@ -29,7 +34,8 @@
 //! - `host.rs`: everything the guest may import: the `parley` host functions and a WASI shim with no
 //!   ambient authority.
 //! - `cache.rs`: the on-disk artifact cache; the only place with `unsafe`.
-//! - `guest/`: the runtime guest itself (its own cargo workspace, built by `scripts/setup-guest.sh`).
+//! - `guest/`, `mapping-guest/`: the runtime guests (their own cargo workspaces, built by
+//!   `scripts/setup-guest.sh`); `guest-abi/`: their shared side of the ABI.
 //!
 //! # Invariants
 //! - No wasmtime type appears in the public API; wasmtime errors are flattened into [`SandboxError`].
