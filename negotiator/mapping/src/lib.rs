@@ -237,19 +237,6 @@ fn is_integer(n: &Number) -> bool {
             .is_some_and(|f| f.is_finite() && f.fract() == 0.0)
 }
 
-/// The generated handler's `typeOf`: JSON Schema's type names, `integer` for whole numbers.
-fn type_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if is_integer(n) => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// Whether `value` has one of the JSON Schema `types` (an integer is also a number); names that
 /// are not JSON types match nothing.
 fn has_type(value: &Value, types: &[String]) -> bool {
@@ -328,32 +315,27 @@ fn check_request(mapping: &Mapping, request: &Value) -> Option<String> {
     None
 }
 
-/// A request value to echo, or a placeholder of the right type when the request lacks it.
+/// A request value to echo, or a placeholder of the right type when the request lacks it. (The
+/// generated `echo`'s `fits` is `has_type`, any type when none is declared.)
 fn echo(value: Option<&Value>, types: &[String]) -> Value {
-    if let Some(value) = value {
-        let t = type_of(value);
-        let fits = types.is_empty()
-            || types.iter().any(|x| x == t)
-            || (t == "integer" && types.iter().any(|x| x == "number"));
-        if fits {
-            return value.clone();
-        }
+    if let Some(value) = value.filter(|v| types.is_empty() || has_type(v, types)) {
+        return value.clone();
     }
-    for t in types {
-        let placeholder = match t.as_str() {
-            "string" => Value::String(String::new()),
-            "integer" | "number" => Value::from(0),
-            "boolean" => Value::Bool(false),
-            "array" => Value::Array(Vec::new()),
-            "object" => Value::Object(Map::new()),
-            _ => continue,
-        };
-        return placeholder;
-    }
-    Value::Null
+    types
+        .iter()
+        .find_map(|t| match t.as_str() {
+            "string" => Some(Value::String(String::new())),
+            "integer" | "number" => Some(Value::from(0)),
+            "boolean" => Some(Value::Bool(false)),
+            "array" => Some(Value::Array(Vec::new())),
+            "object" => Some(Value::Object(Map::new())),
+            _ => None,
+        })
+        .unwrap_or(Value::Null)
 }
 
-/// Builds the response; `result` is the capability's result, `None` on failure.
+/// Builds the response; `result` is the capability's result, `None` on failure (a null result
+/// is "not found", a failure too: `answer` never passes it here).
 fn respond(
     mapping: &Mapping,
     request: &Value,
@@ -362,7 +344,6 @@ fn respond(
     result: Option<&Value>,
 ) -> Value {
     let codes = mapping.codes;
-    let result = result.filter(|r| !r.is_null());
     let mut response = Map::new();
     for r in &mapping.response {
         let value = match &r.source {
