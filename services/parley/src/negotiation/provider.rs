@@ -9,9 +9,7 @@ use parley_capabilities::Capabilities;
 use parley_negotiator::{
     CapabilitySpec, FixVerdict, GeneratedHandler, MetaMessage, NegotiationError, ProtocolDoc,
     ProtocolHash, ProtocolReasoner, ProviderSession, Reasoner, SessionConfig, Step, Verdict,
-    VerificationReport,
-    anp::NlMessageType,
-    verify::{compiled_differs, verify, verify_cases},
+    VerificationReport, anp::NlMessageType, verify::compiled_differs,
 };
 use parley_nlip::Message;
 use parley_sandbox::{Dialect, Sandbox};
@@ -584,10 +582,16 @@ impl Provider {
                 .await?;
             let report = match self
                 .runner
-                .add(Dialect::JavaScript, &generated.source, &generated.grants)
+                .verify(
+                    &doc,
+                    doc.test_cases(),
+                    Dialect::JavaScript,
+                    &generated.source,
+                    &generated.grants,
+                )
                 .await
             {
-                Ok(key) => verify(&doc, &self.runner, &key).await,
+                Ok(report) => report,
                 Err(e) => {
                     let failure = format!("the handler does not load: {}: {e}", e.code());
                     self.store
@@ -667,10 +671,16 @@ impl Provider {
         };
         let difference = match self
             .runner
-            .add(Dialect::Mapping, &compiled.to_string(), &generated.grants)
+            .verify(
+                doc,
+                doc.test_cases(),
+                Dialect::Mapping,
+                &compiled.to_string(),
+                &generated.grants,
+            )
             .await
         {
-            Ok(key) => compiled_differs(reference, &verify(doc, &self.runner, &key).await),
+            Ok(report) => compiled_differs(reference, &report),
             Err(e) => Some(format!("it does not load: {}: {e}", e.code())),
         };
         if let Some(difference) = difference {
@@ -722,19 +732,24 @@ impl Provider {
                 });
             }
         };
-        let key = match self
+        let report = match self
             .runner
-            .add(Dialect::JavaScript, &handler.source, &handler.grants)
+            .verify(
+                &doc,
+                &cases,
+                Dialect::JavaScript,
+                &handler.source,
+                &handler.grants,
+            )
             .await
         {
-            Ok(k) => k,
+            Ok(report) => report,
             Err(e) => {
                 return Ok(Verdict::Reject {
                     reason: e.to_string(),
                 });
             }
         };
-        let report = verify_cases(&doc, &cases, &self.runner, &key).await;
         if report.passed() {
             Ok(Verdict::Accept)
         } else {
@@ -980,12 +995,19 @@ mod tests {
             .expect("the built-in handler");
         let mapping = generated.compiled.clone().expect("a compiled form");
         let on = provider(true);
-        let key = on
+        let reference = on
             .runner
-            .add(Dialect::JavaScript, &generated.source, &generated.grants)
+            .verify(
+                &doc,
+                doc.test_cases(),
+                Dialect::JavaScript,
+                &generated.source,
+                &generated.grants,
+            )
             .await
             .expect("the JavaScript publishes");
-        let reference = verify(&doc, &on.runner, &key).await;
+        // Verification leaves nothing published behind.
+        assert_eq!(on.runner.verifying(), 0);
         assert!(
             reference.passed() && reference.cases.len() >= 2,
             "{reference:?}"

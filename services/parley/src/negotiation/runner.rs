@@ -2,11 +2,15 @@
 //! and the cache of active, precompiled handlers that serves application traffic.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use parley_capabilities::Capabilities;
-use parley_negotiator::{Fixtures, HandlerRunner, ProtocolDoc, ProtocolHash};
+use parley_negotiator::verify::verify_cases;
+use parley_negotiator::{
+    Fixtures, HandlerRunner, ProtocolDoc, ProtocolHash, TestCase, VerificationReport,
+};
 use parley_sandbox::{
     CapabilityFuture, CapabilityHost, Dialect, Grants, Handler, Sandbox, SandboxError,
 };
@@ -77,13 +81,33 @@ impl CapabilityHost for FixtureHost {
     }
 }
 
-/// Runs published handlers (looked up by source hash) for verification.
+/// Runs handlers for verification: each is published, run on its test cases and forgotten again
+/// (see [`SandboxRunner::verify`]), so the runner holds only the handlers being verified.
 #[derive(Debug)]
 pub struct SandboxRunner {
     sandbox: Arc<Sandbox>,
     capabilities: Arc<Capabilities>,
+    /// The handlers being verified, by a key unique to each verification (two negotiations may
+    /// verify the same source at once).
     handlers: RwLock<HashMap<String, (Handler, Grants)>>,
+    keys: AtomicU64,
     runtime: tokio::runtime::Handle,
+}
+
+/// Removes a verification's handler from the runner when the verification ends, or is dropped.
+struct Verifying<'a> {
+    runner: &'a SandboxRunner,
+    key: String,
+}
+
+impl Drop for Verifying<'_> {
+    fn drop(&mut self) {
+        self.runner
+            .handlers
+            .write()
+            .expect("handler map lock is never poisoned")
+            .remove(&self.key);
+    }
 }
 
 impl SandboxRunner {
@@ -92,25 +116,43 @@ impl SandboxRunner {
             sandbox,
             capabilities,
             handlers: RwLock::new(HashMap::new()),
+            keys: AtomicU64::new(0),
             runtime: tokio::runtime::Handle::current(),
         }
     }
 
-    /// Publishes `source` (of `dialect`) and returns the key [`HandlerRunner::run`] takes.
-    pub async fn add(
+    /// How many handlers are being verified right now.
+    pub fn verifying(&self) -> usize {
+        self.handlers
+            .read()
+            .expect("handler map lock is never poisoned")
+            .len()
+    }
+
+    /// Publishes `source` (of `dialect`) and runs `cases` through it against `doc`'s response
+    /// schema, its capabilities granted as `grants` and answered from each case's fixtures.
+    /// An `Err` is a handler that does not publish.
+    pub async fn verify(
         &self,
+        doc: &ProtocolDoc,
+        cases: &[TestCase],
         dialect: Dialect,
         source: &str,
         grants: &[String],
-    ) -> Result<String, SandboxError> {
+    ) -> Result<VerificationReport, SandboxError> {
         let handler = publish(&self.sandbox, dialect, source).await?;
-        let key = handler.hash().to_owned();
+        let key = format!(
+            "{}#{}",
+            handler.hash(),
+            self.keys.fetch_add(1, Ordering::Relaxed)
+        );
         let grants: Grants = grants.iter().cloned().collect();
         self.handlers
             .write()
             .expect("handler map lock is never poisoned")
             .insert(key.clone(), (handler, grants));
-        Ok(key)
+        let verifying = Verifying { runner: self, key };
+        Ok(verify_cases(doc, cases, self, &verifying.key).await)
     }
 }
 
