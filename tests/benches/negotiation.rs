@@ -27,7 +27,9 @@
 //!
 //! Knobs (environment): `BENCH_NEGOTIATIONS` (runs per (a) variant, default 5),
 //! `BENCH_REQUESTS` (measured requests per message kind and transport, default 3000),
-//! `BENCH_WARMUP_REQUESTS` (default 300).
+//! `BENCH_WARMUP_REQUESTS` (default 300), `BENCH_PARTS` (`a`, `bc`, `models`; default all),
+//! `BENCH_PROVIDERS` (the providers of (b) and (c): `in-process`, `own-process`, `javascript`;
+//! default all).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -84,6 +86,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// The providers of (b) and (c), as `BENCH_PROVIDERS` names them.
+const PROVIDERS: [&str; 3] = ["in-process", "own-process", "javascript"];
+
 #[derive(Debug, Clone, Copy)]
 struct Config {
     negotiations: usize,
@@ -93,6 +98,8 @@ struct Config {
     part_a: bool,
     part_bc: bool,
     part_models: bool,
+    /// Which providers (b) and (c) run against: in this process, in its own, serving JavaScript.
+    providers: [bool; 3],
 }
 
 impl Config {
@@ -110,6 +117,14 @@ impl Config {
                 "BENCH_PARTS: unknown part {unknown:?} (a, bc, models)"
             ));
         }
+        let providers = std::env::var("BENCH_PROVIDERS").unwrap_or_else(|_| PROVIDERS.join(","));
+        let providers: Vec<&str> = providers.split(',').map(str::trim).collect();
+        if let Some(unknown) = providers.iter().find(|p| !PROVIDERS.contains(p)) {
+            return Err(format!(
+                "BENCH_PROVIDERS: unknown provider {unknown:?} ({})",
+                PROVIDERS.join(", ")
+            ));
+        }
         Ok(Config {
             negotiations: num("BENCH_NEGOTIATIONS", 5)?.clamp(1, 50),
             requests: num("BENCH_REQUESTS", 3000)?.clamp(100, 100_000),
@@ -117,6 +132,7 @@ impl Config {
             part_a: parts.contains(&"a"),
             part_bc: parts.contains(&"bc"),
             part_models: parts.contains(&"models"),
+            providers: PROVIDERS.map(|p| providers.contains(&p)),
         })
     }
 }
@@ -216,11 +232,18 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let mut js_settings = test_settings(js_dir.path());
     js_settings.negotiation.compiled_handlers = false;
     let js_server = KeptServer::spawn(&js_settings).await?;
-    for (addr, labels) in [
-        (server.addr, ["HTTP/1.1 JSON", "WebSocket CBOR"]),
-        (provider.addr, ["HTTP, own process", "WS, own process"]),
-        (js_server.addr, ["HTTP, JS handler", "WS, JS handler"]),
-    ] {
+    let providers = [
+        (server.addr, None, ["HTTP/1.1 JSON", "WebSocket CBOR"]),
+        (
+            provider.addr,
+            Some(provider.child.id()),
+            ["HTTP, own process", "WS, own process"],
+        ),
+        (js_server.addr, None, ["HTTP, JS handler", "WS, JS handler"]),
+    ];
+    // Every provider negotiates (the direct calls below need the protocol); only those
+    // `BENCH_PROVIDERS` names are measured.
+    for ((addr, server_pid, labels), wanted) in providers.into_iter().zip(config.providers) {
         let negotiated = requester
             .negotiate(&format!("http://{addr}/nlip"), base, |_| {})
             .await
@@ -235,6 +258,9 @@ async fn latency(base: &str, config: Config) -> Result<()> {
             format!("http://{addr}/nlip"),
             format!("ws://{addr}/nlip/ws"),
         ];
+        if !wanted {
+            continue;
+        }
         for (label, url) in labels.into_iter().zip(urls) {
             let client = NlipClient::connect(&url, false)
                 .await
@@ -244,6 +270,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
                 agent: server.agent.clone(),
                 hash,
                 peer: addr,
+                server_pid,
             };
             let [b, c] = driver
                 .alternate([Op::Send(&application), Op::Send(&text)], config)
@@ -253,37 +280,44 @@ async fn latency(base: &str, config: Config) -> Result<()> {
         }
     }
     provider.stop();
-    // The same work without a transport: where (b)'s time goes.
-    let mut driver = Driver {
-        client: None,
-        agent: server.agent.clone(),
-        hash,
-        peer: server.addr,
-    };
-    let [handler, b, c] = driver
-        .alternate(
-            [
-                Op::Application(&payload),
-                Op::Handle(&application),
-                Op::Handle(&text),
-            ],
-            config,
-        )
-        .await?;
-    rows.push(("in-process", "(b) Agent::handle", b));
-    rows.push(("in-process", "(c) Agent::handle", c));
-    rows.push(("in-process", "(b) Provider::application", handler));
-    // The same call through the verified JavaScript instead of its compiled form.
-    let mut javascript = Driver {
-        client: None,
-        agent: js_server.agent.clone(),
-        hash,
-        peer: js_server.addr,
-    };
-    let [js_handler] = javascript
-        .alternate([Op::Application(&payload)], config)
-        .await?;
-    rows.push(("in-process", "(b) same, JavaScript", js_handler));
+    let [in_process, _, javascript] = config.providers;
+    if in_process {
+        // The same work without a transport: where (b)'s time goes.
+        let mut driver = Driver {
+            client: None,
+            agent: server.agent.clone(),
+            hash,
+            peer: server.addr,
+            server_pid: None,
+        };
+        let [handler, b, c] = driver
+            .alternate(
+                [
+                    Op::Application(&payload),
+                    Op::Handle(&application),
+                    Op::Handle(&text),
+                ],
+                config,
+            )
+            .await?;
+        rows.push(("in-process", "(b) Agent::handle", b));
+        rows.push(("in-process", "(c) Agent::handle", c));
+        rows.push(("in-process", "(b) Provider::application", handler));
+    }
+    if javascript {
+        // The same call through the verified JavaScript instead of its compiled form.
+        let mut driver = Driver {
+            client: None,
+            agent: js_server.agent.clone(),
+            hash,
+            peer: js_server.addr,
+            server_pid: None,
+        };
+        let [js_handler] = driver
+            .alternate([Op::Application(&payload)], config)
+            .await?;
+        rows.push(("in-process", "(b) same, JavaScript", js_handler));
+    }
     js_server.stop().await;
     server.stop().await;
     print_latency(&rows);
@@ -434,6 +468,9 @@ fn check_text(reply: &Message) -> Result<()> {
 struct Series {
     samples: Vec<Duration>,
     busy: Duration,
+    /// CPU time the provider process spent while this series ran, when it runs in a process of
+    /// its own (all its threads: the request, the instance reset after it, the epoch ticker).
+    server_cpu: Option<Duration>,
 }
 
 impl Series {
@@ -457,6 +494,31 @@ impl Series {
     fn per_second(&self) -> f64 {
         self.samples.len() as f64 / self.busy.as_secs_f64().max(1e-9)
     }
+    /// The provider's CPU time per request, in µs.
+    fn server_cpu_us(&self) -> Option<f64> {
+        let cpu = self.server_cpu?;
+        Some(cpu.as_secs_f64() * 1e6 / self.samples.len().max(1) as f64)
+    }
+}
+
+/// CPU time so far of every thread of process `pid` (the scheduler's own nanosecond count from
+/// `/proc/PID/task/TID/schedstat`, not the tick-rounded figures of `/proc/PID/stat`). Threads that
+/// exited in between are missed, which a long-running server's are not.
+fn process_cpu(pid: u32) -> Result<Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map_err(|e| format!("/proc/{pid}/task: {e}"))?;
+    let mut nanos: u64 = 0;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        nanos += stat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(Duration::from_nanos(nanos))
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -484,6 +546,8 @@ struct Driver {
     agent: Arc<Agent>,
     hash: ProtocolHash,
     peer: std::net::SocketAddr,
+    /// The provider's process, when it runs in one of its own: its CPU time is read per block.
+    server_pid: Option<u32>,
 }
 
 impl Driver {
@@ -541,6 +605,7 @@ impl Driver {
         while done < config.requests {
             let n = BLOCK.min(config.requests - done);
             for (op, s) in ops.iter().zip(series.iter_mut()) {
+                let cpu_before = self.server_pid.map(process_cpu).transpose()?;
                 let block = Instant::now();
                 for _ in 0..n {
                     let t = Instant::now();
@@ -548,6 +613,10 @@ impl Driver {
                     s.samples.push(t.elapsed());
                 }
                 s.busy += block.elapsed();
+                if let (Some(pid), Some(before)) = (self.server_pid, cpu_before) {
+                    let spent = process_cpu(pid)?.saturating_sub(before);
+                    s.server_cpu = Some(s.server_cpu.unwrap_or_default() + spent);
+                }
             }
             done += n;
         }
@@ -819,7 +888,7 @@ fn print_negotiations(cold: &[NegotiationTiming], warm: &[NegotiationTiming]) {
         }
         let series = |f: fn(&NegotiationTiming) -> Duration| Series {
             samples: runs.iter().map(f).collect(),
-            busy: Duration::ZERO,
+            ..Series::default()
         };
         let total = series(|t| t.total);
         println!(
@@ -858,19 +927,24 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         "    sequential, one in flight, over one connection (in-process: direct calls); latency in µs"
     );
     println!(
-        "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9}",
-        "transport", "message", "n", "median", "p99", "mean", "req/s"
+        "    server CPU: the provider process's CPU time per request, all threads (own process only)"
+    );
+    println!(
+        "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9} {:>11}",
+        "transport", "message", "n", "median", "p99", "mean", "req/s", "server CPU"
     );
     for (transport, name, s) in rows {
         println!(
-            "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0}",
+            "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0} {:>11}",
             transport,
             name,
             s.samples.len(),
             us(s.median()),
             us(s.p99()),
             us(s.mean()),
-            s.per_second()
+            s.per_second(),
+            s.server_cpu_us()
+                .map_or_else(String::new, |cpu| format!("{cpu:.1}"))
         );
     }
     let ratio = |b: Duration, c: Duration| b.as_secs_f64() / c.as_secs_f64().max(1e-12);
