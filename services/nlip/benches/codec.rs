@@ -22,7 +22,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use parley_nlip::{Message, from_json_slice, to_json_vec};
+use parley_nlip::{Message, from_cbor_slice, from_json_slice, to_cbor_vec, to_json_vec};
 
 /// The request the HTTP bench sends (tests/benches/nlip-post.lua).
 const TEXT_REQUEST: &[u8] = br#"{"format":"text","subformat":"english","content":"Hello"}"#;
@@ -67,6 +67,20 @@ fn main() {
         if encode.contains(&only) {
             report(&encode, iters, || {
                 black_box(to_json_vec(black_box(&message)));
+            });
+        }
+        // The same message as CBOR, as WebSocket binary frames carry it.
+        let cbor = to_cbor_vec(&message);
+        let decode = format!("decode {name}, CBOR");
+        if decode.contains(&only) {
+            report(&decode, iters, || {
+                black_box(from_cbor_slice(black_box(&cbor)).is_ok());
+            });
+        }
+        let encode = format!("encode {name}, CBOR");
+        if encode.contains(&only) {
+            report(&encode, iters, || {
+                black_box(to_cbor_vec(black_box(&message)));
             });
         }
     }

@@ -11,12 +11,13 @@
 //! a `Found`, whose checks then run in a fixed order, so that the same document gets the
 //! same message or the same first error from either. `json` also writes JSON directly.
 
+mod cbor;
 mod json;
 
 use std::borrow::Cow;
 
 use base64::Engine as _;
-use ciborium::Value as Cbor;
+use cbor::Item;
 use serde_json::{Map, Value};
 
 use crate::message::{CONTROL, Content, Format, Message, Submessage};
@@ -56,16 +57,7 @@ pub fn from_json_value(value: &Value) -> Result<Message, ValidationError> {
 
 /// Decodes one CBOR item and validates it. Trailing bytes after the item are an error.
 pub fn from_cbor_slice(bytes: &[u8]) -> Result<Message, DecodeError> {
-    let mut reader = bytes;
-    let value: Cbor =
-        ciborium::de::from_reader(&mut reader).map_err(|e| DecodeError::Cbor(e.to_string()))?;
-    if !reader.is_empty() {
-        return Err(DecodeError::Cbor(format!(
-            "{} trailing bytes after the message",
-            reader.len()
-        )));
-    }
-    Ok(decode_message(&value)?)
+    cbor::read_message(bytes)
 }
 
 /// The canonical JSON form of a message.
@@ -110,68 +102,9 @@ pub fn to_json_vec(message: &Message) -> Vec<u8> {
 
 /// Canonical CBOR bytes; binary content becomes a CBOR byte string (ECMA-432 §9).
 pub fn to_cbor_vec(message: &Message) -> Vec<u8> {
-    let mut map: Vec<(Cbor, Cbor)> = Vec::with_capacity(6);
-    let key = |k: &str| Cbor::Text(k.to_owned());
-    if let Some(t) = &message.messagetype {
-        map.push((key("messagetype"), Cbor::Text(t.clone())));
-    }
-    map.push((key("format"), Cbor::Text(message.format.to_string())));
-    map.push((key("subformat"), Cbor::Text(message.subformat.clone())));
-    map.push((key("content"), content_to_cbor(&message.content)));
-    if let Some(label) = &message.label {
-        map.push((key("label"), Cbor::Text(label.clone())));
-    }
-    if !message.submessages.is_empty() {
-        let subs = message
-            .submessages
-            .iter()
-            .map(|s| {
-                let mut m = Vec::with_capacity(4);
-                if let Some(label) = &s.label {
-                    m.push((key("label"), Cbor::Text(label.clone())));
-                }
-                m.push((key("format"), Cbor::Text(s.format.to_string())));
-                m.push((key("subformat"), Cbor::Text(s.subformat.clone())));
-                m.push((key("content"), content_to_cbor(&s.content)));
-                Cbor::Map(m)
-            })
-            .collect();
-        map.push((key("submessages"), Cbor::Array(subs)));
-    }
     let mut out = Vec::with_capacity(128);
-    ciborium::ser::into_writer(&Cbor::Map(map), &mut out)
-        .expect("writing CBOR into a Vec cannot fail");
+    cbor::write_message(&mut out, message);
     out
-}
-
-fn content_to_cbor(content: &Content) -> Cbor {
-    match content {
-        Content::Bytes(b) => Cbor::Bytes(b.clone()),
-        Content::Json(v) => json_to_cbor(v),
-    }
-}
-
-fn json_to_cbor(v: &Value) -> Cbor {
-    match v {
-        Value::Null => Cbor::Null,
-        Value::Bool(b) => Cbor::Bool(*b),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Cbor::Integer(i.into())
-            } else if let Some(u) = n.as_u64() {
-                Cbor::Integer(u.into())
-            } else {
-                Cbor::Float(n.as_f64().expect("a JSON number is i64, u64 or f64"))
-            }
-        }
-        Value::String(s) => Cbor::Text(s.clone()),
-        Value::Array(a) => Cbor::Array(a.iter().map(json_to_cbor).collect()),
-        Value::Object(o) => Cbor::Map(
-            o.iter()
-                .map(|(k, v)| (Cbor::Text(k.clone()), json_to_cbor(v)))
-                .collect(),
-        ),
-    }
 }
 
 /// What the decoder needs from a parsed document, so JSON and CBOR share one decoder.
@@ -214,22 +147,21 @@ impl Node for Value {
     }
 }
 
-impl Node for Cbor {
+impl Node for Item {
     fn kind(&self) -> &'static str {
         match self {
-            Cbor::Null => "null",
-            Cbor::Bool(_) => "a boolean",
-            Cbor::Integer(_) | Cbor::Float(_) => "a number",
-            Cbor::Text(_) => "a text string",
-            Cbor::Bytes(_) => "a byte string",
-            Cbor::Array(_) => "an array",
-            Cbor::Map(_) => "a map",
-            Cbor::Tag(..) => "a tagged item",
-            _ => "an unsupported CBOR item",
+            Item::Null => "null",
+            Item::Bool(_) => "a boolean",
+            Item::Integer(_) | Item::Float(_) => "a number",
+            Item::Text(_) => "a text string",
+            Item::Bytes(_) => "a byte string",
+            Item::Array(_) => "an array",
+            Item::Map(_) => "a map",
+            Item::Tag(..) => "a tagged item",
         }
     }
     fn entries(&self) -> Option<Vec<(&str, &Self)>> {
-        let map = self.as_map()?;
+        let Item::Map(map) = self else { return None };
         // A map with a non-text key cannot be an NLIP message; report it as "not a map".
         map.iter()
             .map(|(k, v)| k.as_text().map(|k| (k, v)))
@@ -239,14 +171,20 @@ impl Node for Cbor {
         self.as_text()
     }
     fn boolean(&self) -> Option<bool> {
-        self.as_bool()
+        match self {
+            Item::Bool(b) => Some(*b),
+            _ => None,
+        }
     }
     fn items(&self) -> Option<&[Self]> {
-        self.as_array().map(Vec::as_slice)
+        match self {
+            Item::Array(items) => Some(items),
+            _ => None,
+        }
     }
     fn content(&self, field: impl FnOnce() -> String) -> Result<Content, ValidationError> {
         match self {
-            Cbor::Bytes(b) => Ok(Content::Bytes(b.clone())),
+            Item::Bytes(b) => Ok(Content::Bytes(b.clone())),
             other => cbor_to_json(other, 0)
                 .map(Content::Json)
                 .map_err(|problem| ValidationError::new(field(), problem)),
@@ -256,15 +194,15 @@ impl Node for Cbor {
 
 /// JSON has no byte strings, non-text keys, NaN or 128-bit integers; those are refused
 /// (nested byte strings become base64, as the text binding carries them).
-fn cbor_to_json(v: &Cbor, depth: usize) -> Result<Value, String> {
+fn cbor_to_json(v: &Item, depth: usize) -> Result<Value, String> {
     if depth > 128 {
         return Err("content is nested more than 128 levels deep".into());
     }
     Ok(match v {
-        Cbor::Null => Value::Null,
-        Cbor::Bool(b) => Value::Bool(*b),
-        Cbor::Integer(i) => {
-            let i = i128::from(*i);
+        Item::Null => Value::Null,
+        Item::Bool(b) => Value::Bool(*b),
+        Item::Integer(i) => {
+            let i = *i;
             if let Ok(i) = i64::try_from(i) {
                 Value::from(i)
             } else if let Ok(u) = u64::try_from(i) {
@@ -273,17 +211,17 @@ fn cbor_to_json(v: &Cbor, depth: usize) -> Result<Value, String> {
                 return Err(format!("integer {i} does not fit in 64 bits"));
             }
         }
-        Cbor::Float(f) => serde_json::Number::from_f64(*f)
+        Item::Float(f) => serde_json::Number::from_f64(*f)
             .map(Value::Number)
             .ok_or_else(|| format!("number {f} has no JSON form"))?,
-        Cbor::Text(s) => Value::String(s.clone()),
-        Cbor::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
-        Cbor::Array(a) => Value::Array(
+        Item::Text(s) => Value::String(s.clone()),
+        Item::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
+        Item::Array(a) => Value::Array(
             a.iter()
                 .map(|x| cbor_to_json(x, depth + 1))
                 .collect::<Result<_, _>>()?,
         ),
-        Cbor::Map(m) => {
+        Item::Map(m) => {
             let mut out = Map::new();
             for (k, v) in m {
                 let k = k
@@ -293,8 +231,7 @@ fn cbor_to_json(v: &Cbor, depth: usize) -> Result<Value, String> {
             }
             Value::Object(out)
         }
-        Cbor::Tag(_, inner) => cbor_to_json(inner, depth + 1)?,
-        _ => return Err("content holds an unsupported CBOR item".into()),
+        Item::Tag(_, inner) => cbor_to_json(inner, depth + 1)?,
     })
 }
 
@@ -773,7 +710,7 @@ mod tests {
         assert!(err.to_string().contains("trailing"));
         let not_map = {
             let mut out = Vec::new();
-            ciborium::ser::into_writer(&Cbor::Array(vec![]), &mut out).expect("write");
+            ciborium::ser::into_writer(&ciborium::Value::Array(vec![]), &mut out).expect("write");
             out
         };
         assert!(

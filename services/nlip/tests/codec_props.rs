@@ -1,6 +1,7 @@
 //! Property tests for the codecs: valid messages survive JSON → model → CBOR → model →
 //! JSON unchanged, the direct JSON writer and reader agree with serde_json's `Value`s, key
-//! capitalization does not matter, and no input panics a decoder.
+//! capitalization does not matter, no input panics a decoder, and the CBOR reader and writer
+//! agree with ciborium's own (`ciborium::Value`), the reference they replaced.
 
 use parley_nlip::{
     Content, DecodeError, Format, Message, Submessage, from_cbor_slice, from_json_slice,
@@ -9,6 +10,43 @@ use parley_nlip::{
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value, json};
+
+fn ciborium_bytes(value: &ciborium::Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    ciborium::into_writer(value, &mut out).expect("writing into a Vec");
+    out
+}
+
+/// `bytes` decode as ciborium's reading of them does: when ciborium reads one item and
+/// nothing after it, Parley reads the same message (or refuses it for the same reason) from
+/// the bytes as from ciborium's rewriting of that item (definite lengths, bignums that fit as
+/// integers, `undefined` as null); when ciborium finds no well-formed item, neither does
+/// Parley.
+fn same_as_ciborium(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let mut rest = bytes;
+    let ours = from_cbor_slice(bytes);
+    match ciborium::from_reader::<ciborium::Value, _>(&mut rest) {
+        Ok(value) if rest.is_empty() => {
+            let theirs = from_cbor_slice(&ciborium_bytes(&value));
+            match (&ours, &theirs) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (Err(DecodeError::Invalid(a)), Err(DecodeError::Invalid(b))) => {
+                    prop_assert_eq!(a, b)
+                }
+                _ => prop_assert!(
+                    false,
+                    "{bytes:02x?}: {ours:?}, but {theirs:?} from ciborium's reading"
+                ),
+            }
+        }
+        // Trailing bytes, or no well-formed item at all.
+        _ => prop_assert!(
+            matches!(ours, Err(DecodeError::Cbor(_))),
+            "{bytes:02x?}: ciborium finds no single item, Parley {ours:?}"
+        ),
+    }
+    Ok(())
+}
 
 /// Any text, or text dense with what JSON escapes: quotes, backslashes, control characters,
 /// and non-ASCII characters that it does not escape (U+2028 among them).
@@ -251,6 +289,33 @@ proptest! {
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         let _ = from_json_slice(&bytes);
         let _ = from_cbor_slice(&bytes);
+    }
+
+    #[test]
+    fn cbor_bytes_are_what_ciborium_writes_for_them(msg in message()) {
+        // ciborium writes every head and float in its shortest form: bytes it reads and
+        // writes back unchanged are written as it would have written them.
+        let cbor = to_cbor_vec(&msg);
+        let value: ciborium::Value = ciborium::from_reader(cbor.as_slice()).expect("ciborium reads them");
+        prop_assert_eq!(ciborium_bytes(&value), cbor);
+    }
+
+    #[test]
+    fn cbor_is_read_as_ciborium_reads_it(
+        msg in message(),
+        flips in prop::collection::vec((any::<Index>(), any::<u8>()), 0..4),
+    ) {
+        let mut cbor = to_cbor_vec(&msg);
+        for (i, b) in flips {
+            let at = i.index(cbor.len());
+            cbor[at] = b;
+        }
+        same_as_ciborium(&cbor)?;
+    }
+
+    #[test]
+    fn random_bytes_are_read_as_ciborium_reads_them(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+        same_as_ciborium(&bytes)?;
     }
 
     #[test]
