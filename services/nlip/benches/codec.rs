@@ -1,6 +1,7 @@
-//! Benchmark (not a test): `from_json_slice` and `to_json_vec` on the messages of the server's
-//! hot path — the bench's `Hello` request, the built-in reasoner's greeting (its text has quotes
-//! to escape), and a structured/json request that carries a conversation token.
+//! Benchmark (not a test): `from_json_slice` and `to_json_vec`, and `from_cbor_slice` and
+//! `to_cbor_vec` on the same messages as CBOR (WebSocket binary frames), on the messages of the
+//! server's hot path — the bench's `Hello` request, the built-in reasoner's greeting (its text
+//! has quotes to escape), and a structured/json request that carries a conversation token.
 //!
 //! Run with `cargo bench -p parley-nlip --bench codec`. Prints ns per operation for each case.
 //! Knobs (environment, read here only): `NLIP_BENCH_ITERS` (iterations per case, default
