@@ -147,7 +147,7 @@ impl Node for Value {
     }
 }
 
-impl Node for Item {
+impl Node for Item<'_> {
     fn kind(&self) -> &'static str {
         match self {
             Item::Null => "null",
@@ -184,7 +184,7 @@ impl Node for Item {
     }
     fn content(&self, field: impl FnOnce() -> String) -> Result<Content, ValidationError> {
         match self {
-            Item::Bytes(b) => Ok(Content::Bytes(b.clone())),
+            Item::Bytes(b) => Ok(Content::Bytes(b.to_vec())),
             other => cbor_to_json(other, 0)
                 .map(Content::Json)
                 .map_err(|problem| ValidationError::new(field(), problem)),
@@ -194,7 +194,7 @@ impl Node for Item {
 
 /// JSON has no byte strings, non-text keys, NaN or 128-bit integers; those are refused
 /// (nested byte strings become base64, as the text binding carries them).
-fn cbor_to_json(v: &Item, depth: usize) -> Result<Value, String> {
+fn cbor_to_json(v: &Item<'_>, depth: usize) -> Result<Value, String> {
     if depth > 128 {
         return Err("content is nested more than 128 levels deep".into());
     }
@@ -214,7 +214,7 @@ fn cbor_to_json(v: &Item, depth: usize) -> Result<Value, String> {
         Item::Float(f) => serde_json::Number::from_f64(*f)
             .map(Value::Number)
             .ok_or_else(|| format!("number {f} has no JSON form"))?,
-        Item::Text(s) => Value::String(s.clone()),
+        Item::Text(s) => Value::String(s.as_ref().to_owned()),
         Item::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
         Item::Array(a) => Value::Array(
             a.iter()

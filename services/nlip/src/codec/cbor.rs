@@ -16,6 +16,8 @@
 //! The bytes written are the ones ciborium writes for the same tree: shortest heads, floats
 //! in the shortest form that keeps their value.
 
+use std::borrow::Cow;
+
 use ciborium_ll::{Decoder, Encoder, Header, simple, tag};
 use serde_json::Value;
 
@@ -25,22 +27,23 @@ use crate::message::{Content, Message};
 /// How deep arrays, maps and tags may nest: ciborium's own recursion limit.
 const MAX_DEPTH: usize = 256;
 
-/// One CBOR data item, as the shared decoder walks it.
+/// One CBOR data item, as the shared decoder walks it. Definite-length strings are borrowed
+/// from the input; only the chunks of an indefinite-length one are copied together.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Item {
+pub(super) enum Item<'a> {
     Null,
     Bool(bool),
     /// Within `[-2^64, 2^64)`, as CBOR's integer heads (and small bignums) give them.
     Integer(i128),
     Float(f64),
-    Text(String),
-    Bytes(Vec<u8>),
-    Array(Vec<Item>),
-    Map(Vec<(Item, Item)>),
-    Tag(u64, Box<Item>),
+    Text(Cow<'a, str>),
+    Bytes(Cow<'a, [u8]>),
+    Array(Vec<Item<'a>>),
+    Map(Vec<(Item<'a>, Item<'a>)>),
+    Tag(u64, Box<Item<'a>>),
 }
 
-impl Item {
+impl Item<'_> {
     pub(super) fn as_text(&self) -> Option<&str> {
         match self {
             Item::Text(s) => Some(s),
@@ -56,10 +59,11 @@ pub(super) fn read_message(bytes: &[u8]) -> Result<Message, DecodeError> {
 }
 
 /// The one item `bytes` hold.
-fn read_item(bytes: &[u8]) -> Read<Item> {
+fn read_item(bytes: &[u8]) -> Read<Item<'_>> {
     let mut reader = Reader {
+        input: bytes,
+        base: 0,
         decoder: Decoder::from(bytes),
-        len: bytes.len(),
     };
     let item = reader.item(MAX_DEPTH)?;
     match reader.left() {
@@ -68,28 +72,37 @@ fn read_item(bytes: &[u8]) -> Read<Item> {
     }
 }
 
+/// Reads heads with ciborium's decoder and takes strings straight from the input: the decoder
+/// starts again after each one, at `base`.
 struct Reader<'a> {
+    input: &'a [u8],
+    base: usize,
     decoder: Decoder<&'a [u8]>,
-    len: usize,
 }
 
 type Read<T> = Result<T, String>;
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// Where in the input the next head starts.
+    fn at(&mut self) -> usize {
+        self.base + self.decoder.offset()
+    }
+
     /// Bytes not read yet: no length a head announces can be longer.
     fn left(&mut self) -> usize {
-        self.len - self.decoder.offset()
+        self.input.len() - self.at()
     }
 
     fn head(&mut self) -> Read<Header> {
+        let base = self.base;
         self.decoder.pull().map_err(|e| match e {
             ciborium_ll::Error::Io(_) => "the input ends inside an item".to_owned(),
-            ciborium_ll::Error::Syntax(at) => format!("an invalid head at byte {at}"),
+            ciborium_ll::Error::Syntax(at) => format!("an invalid head at byte {}", base + at),
         })
     }
 
-    fn item(&mut self, depth: usize) -> Read<Item> {
-        let at = self.decoder.offset();
+    fn item(&mut self, depth: usize) -> Read<Item<'a>> {
+        let at = self.at();
         match self.head()? {
             Header::Positive(n) => Ok(Item::Integer(i128::from(n))),
             Header::Negative(n) => Ok(Item::Integer(i128::from(n) ^ !0)),
@@ -125,8 +138,7 @@ impl Reader<'_> {
                     if let Header::Bytes(Some(len)) = head
                         && len <= 16
                     {
-                        let digits = self.bytes(Some(len))?;
-                        return bignum(t, &digits);
+                        return bignum(t, self.take(len)?);
                     }
                     self.decoder.push(head);
                 }
@@ -149,61 +161,62 @@ impl Reader<'_> {
         }
     }
 
-    fn bytes(&mut self, len: Option<usize>) -> Read<Vec<u8>> {
+    fn bytes(&mut self, len: Option<usize>) -> Read<Cow<'a, [u8]>> {
         match len {
-            Some(len) => self.exactly(len),
+            Some(len) => self.take(len).map(Cow::Borrowed),
             None => {
                 let mut out = Vec::new();
                 self.chunks(Major::Bytes, |chunk| {
-                    out.extend_from_slice(&chunk);
+                    out.extend_from_slice(chunk);
                     Ok(())
                 })?;
-                Ok(out)
+                Ok(Cow::Owned(out))
             }
         }
     }
 
-    fn text(&mut self, len: Option<usize>) -> Read<String> {
-        let utf8 = |bytes: Vec<u8>| {
-            String::from_utf8(bytes).map_err(|_| "a text string is not UTF-8".to_owned())
-        };
+    fn text(&mut self, len: Option<usize>) -> Read<Cow<'a, str>> {
+        fn utf8(bytes: &[u8]) -> Read<&str> {
+            std::str::from_utf8(bytes).map_err(|_| "a text string is not UTF-8".to_owned())
+        }
         match len {
-            Some(len) => utf8(self.exactly(len)?),
+            Some(len) => utf8(self.take(len)?).map(Cow::Borrowed),
             None => {
                 let mut out = String::new();
                 // Each chunk of an indefinite-length text string is UTF-8 on its own.
                 self.chunks(Major::Text, |chunk| {
-                    out.push_str(&utf8(chunk)?);
+                    out.push_str(utf8(chunk)?);
                     Ok(())
                 })?;
-                Ok(out)
+                Ok(Cow::Owned(out))
             }
         }
     }
 
-    /// The `len` bytes of a definite-length string.
-    fn exactly(&mut self, len: usize) -> Read<Vec<u8>> {
-        if len > self.left() {
-            return Err("the input ends inside a string".to_owned());
-        }
-        let mut out = vec![0; len];
-        ciborium_io::Read::read_exact(&mut self.decoder, &mut out)
-            .map_err(|_| "the input ends inside a string".to_owned())?;
-        Ok(out)
+    /// The `len` bytes of a definite-length string, whose head was the last one read.
+    fn take(&mut self, len: usize) -> Read<&'a [u8]> {
+        let start = self.at();
+        let end = start
+            .checked_add(len)
+            .filter(|&end| end <= self.input.len())
+            .ok_or("the input ends inside a string")?;
+        self.base = end;
+        self.decoder = Decoder::from(&self.input[end..]);
+        Ok(&self.input[start..end])
     }
 
     /// The chunks of an indefinite-length string, up to its break: each a definite-length
     /// string of the same major type.
-    fn chunks(&mut self, major: Major, mut each: impl FnMut(Vec<u8>) -> Read<()>) -> Read<()> {
+    fn chunks(&mut self, major: Major, mut each: impl FnMut(&'a [u8]) -> Read<()>) -> Read<()> {
         loop {
-            let at = self.decoder.offset();
+            let at = self.at();
             let len = match (self.head()?, major) {
                 (Header::Break, _) => return Ok(()),
                 (Header::Bytes(Some(len)), Major::Bytes)
                 | (Header::Text(Some(len)), Major::Text) => len,
                 _ => return Err(format!("an invalid chunk of a string at byte {at}")),
             };
-            each(self.exactly(len)?)?;
+            each(self.take(len)?)?;
         }
     }
 }
@@ -222,7 +235,7 @@ fn deeper(depth: usize) -> Read<usize> {
 
 /// A bignum of at most 16 bytes, as ciborium reads it: an integer where CBOR's integer heads
 /// could have held it, else the tag around its bytes without leading zeros.
-fn bignum(t: u64, digits: &[u8]) -> Read<Item> {
+fn bignum(t: u64, digits: &[u8]) -> Read<Item<'_>> {
     let digits = &digits[digits.iter().take_while(|&&b| b == 0).count()..];
     let mut be = [0u8; 16];
     be[16 - digits.len()..].copy_from_slice(digits);
@@ -235,7 +248,7 @@ fn bignum(t: u64, digits: &[u8]) -> Read<Item> {
     let heads = -(1i128 << 64)..(1i128 << 64);
     Ok(match value {
         Some(v) if heads.contains(&v) => Item::Integer(v),
-        _ => Item::Tag(t, Box::new(Item::Bytes(digits.to_vec()))),
+        _ => Item::Tag(t, Box::new(Item::Bytes(Cow::Borrowed(digits)))),
     })
 }
 
@@ -349,20 +362,20 @@ mod tests {
     use super::*;
 
     /// ciborium's reading of `bytes`, as an item: the reader this one replaced.
-    fn reference(bytes: &[u8]) -> Option<Item> {
+    fn reference(bytes: &[u8]) -> Option<Item<'static>> {
         let mut rest = bytes;
         let value: Reference = ciborium::from_reader(&mut rest).ok()?;
         rest.is_empty().then(|| item_of(&value))
     }
 
-    fn item_of(value: &Reference) -> Item {
+    fn item_of(value: &Reference) -> Item<'static> {
         match value {
             Reference::Null => Item::Null,
             Reference::Bool(b) => Item::Bool(*b),
             Reference::Integer(i) => Item::Integer(i128::from(*i)),
             Reference::Float(f) => Item::Float(*f),
-            Reference::Text(s) => Item::Text(s.clone()),
-            Reference::Bytes(b) => Item::Bytes(b.clone()),
+            Reference::Text(s) => Item::Text(s.clone().into()),
+            Reference::Bytes(b) => Item::Bytes(b.clone().into()),
             Reference::Array(a) => Item::Array(a.iter().map(item_of).collect()),
             Reference::Map(m) => {
                 Item::Map(m.iter().map(|(k, v)| (item_of(k), item_of(v))).collect())
@@ -372,7 +385,7 @@ mod tests {
         }
     }
 
-    fn leaf() -> impl Strategy<Value = Item> {
+    fn leaf() -> impl Strategy<Value = Item<'static>> {
         prop_oneof![
             Just(Item::Null),
             any::<bool>().prop_map(Item::Bool),
@@ -384,12 +397,12 @@ mod tests {
                 .prop_map(Item::Float),
             prop::sample::select(vec![0.5, -2.0, 65504.0, 1.0e-7, f64::INFINITY])
                 .prop_map(Item::Float),
-            ".{0,12}".prop_map(Item::Text),
-            prop::collection::vec(any::<u8>(), 0..12).prop_map(Item::Bytes),
+            ".{0,12}".prop_map(|s| Item::Text(s.into())),
+            prop::collection::vec(any::<u8>(), 0..12).prop_map(|b| Item::Bytes(b.into())),
         ]
     }
 
-    fn item() -> impl Strategy<Value = Item> {
+    fn item() -> impl Strategy<Value = Item<'static>> {
         leaf().prop_recursive(4, 32, 5, |inner| {
             prop_oneof![
                 prop::collection::vec(inner.clone(), 0..5).prop_map(Item::Array),
@@ -543,14 +556,14 @@ mod tests {
                 &[0xc2, 0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0],
                 Item::Tag(
                     tag::BIGPOS,
-                    Box::new(Item::Bytes(vec![1, 0, 0, 0, 0, 0, 0, 0, 0])),
+                    Box::new(Item::Bytes(vec![1, 0, 0, 0, 0, 0, 0, 0, 0].into())),
                 ),
             ),
             (
                 &[0xc3, 0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0],
                 Item::Tag(
                     tag::BIGNEG,
-                    Box::new(Item::Bytes(vec![1, 0, 0, 0, 0, 0, 0, 0, 0])),
+                    Box::new(Item::Bytes(vec![1, 0, 0, 0, 0, 0, 0, 0, 0].into())),
                 ),
             ),
         ];
