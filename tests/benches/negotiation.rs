@@ -283,13 +283,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let [in_process, _, javascript] = config.providers;
     if in_process {
         // The same work without a transport: where (b)'s time goes.
-        let mut driver = Driver {
-            client: None,
-            agent: server.agent.clone(),
-            hash,
-            peer: server.addr,
-            server_pid: None,
-        };
+        let mut driver = Driver::direct(&server, hash);
         let [handler, b, c] = driver
             .alternate(
                 [
@@ -306,13 +300,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     }
     if javascript {
         // The same call through the verified JavaScript instead of its compiled form.
-        let mut driver = Driver {
-            client: None,
-            agent: js_server.agent.clone(),
-            hash,
-            peer: js_server.addr,
-            server_pid: None,
-        };
+        let mut driver = Driver::direct(&js_server, hash);
         let [js_handler] = driver
             .alternate([Op::Application(&payload)], config)
             .await?;
@@ -551,6 +539,17 @@ struct Driver {
 }
 
 impl Driver {
+    /// Calls straight into `server`'s agent, without a transport.
+    fn direct(server: &KeptServer, hash: ProtocolHash) -> Driver {
+        Driver {
+            client: None,
+            agent: server.agent.clone(),
+            hash,
+            peer: server.addr,
+            server_pid: None,
+        }
+    }
+
     /// Sends once and checks the answer.
     async fn exec(&mut self, op: Op<'_>) -> Result<()> {
         match op {

@@ -22,7 +22,7 @@ use ciborium_ll::{Decoder, Encoder, Header, simple, tag};
 use serde_json::Value;
 
 use super::DecodeError;
-use crate::message::{Content, Message};
+use crate::message::{Content, Format, Message};
 
 /// How deep arrays, maps and tags may nest: ciborium's own recursion limit.
 const MAX_DEPTH: usize = 256;
@@ -265,12 +265,12 @@ pub(super) fn write_message(out: &mut Vec<u8>, message: &Message) {
         text(&mut enc, "messagetype");
         text(&mut enc, t);
     }
-    text(&mut enc, "format");
-    text(&mut enc, message.format.as_str());
-    text(&mut enc, "subformat");
-    text(&mut enc, &message.subformat);
-    text(&mut enc, "content");
-    content(&mut enc, &message.content);
+    body(
+        &mut enc,
+        message.format,
+        &message.subformat,
+        &message.content,
+    );
     if let Some(label) = &message.label {
         text(&mut enc, "label");
         text(&mut enc, label);
@@ -287,17 +287,22 @@ pub(super) fn write_message(out: &mut Vec<u8>, message: &Message) {
                 text(&mut enc, "label");
                 text(&mut enc, label);
             }
-            text(&mut enc, "format");
-            text(&mut enc, sub.format.as_str());
-            text(&mut enc, "subformat");
-            text(&mut enc, &sub.subformat);
-            text(&mut enc, "content");
-            content(&mut enc, &sub.content);
+            body(&mut enc, sub.format, &sub.subformat, &sub.content);
         }
     }
 }
 
 type Out<'a> = Encoder<&'a mut Vec<u8>>;
+
+/// The three entries every message and submessage has.
+fn body(enc: &mut Out<'_>, format: Format, subformat: &str, value: &Content) {
+    text(enc, "format");
+    text(enc, format.as_str());
+    text(enc, "subformat");
+    text(enc, subformat);
+    text(enc, "content");
+    content(enc, value);
+}
 
 // Writing into a `Vec` cannot fail.
 fn head(enc: &mut Out<'_>, header: Header) {
