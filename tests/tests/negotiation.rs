@@ -53,6 +53,22 @@ async fn metric(app: &TestApp, name: &str, filter: &str) -> f64 {
         .sum()
 }
 
+/// `in:`/`out:` and the meta-protocol message kind of each transcript entry.
+fn kinds(transcript: &[(Direction, Value)]) -> Vec<String> {
+    transcript
+        .iter()
+        .map(|(d, v)| {
+            let kind = MetaMessage::from_value(v.clone()).map_or("?", |m| m.kind());
+            let way = if *d == Direction::Outbound {
+                "out"
+            } else {
+                "in"
+            };
+            format!("{way}:{kind}")
+        })
+        .collect()
+}
+
 async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;
@@ -76,23 +92,8 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
         stages.contains(&"hello") && stages.contains(&"negotiating"),
         "{stages:?}"
     );
-    let kinds: Vec<String> = negotiated
-        .transcript
-        .iter()
-        .map(|(d, v)| {
-            let kind = MetaMessage::from_value(v.clone()).map_or("?", |m| m.kind());
-            format!(
-                "{}:{kind}",
-                if *d == Direction::Outbound {
-                    "out"
-                } else {
-                    "in"
-                }
-            )
-        })
-        .collect();
     assert_eq!(
-        kinds,
+        kinds(&negotiated.transcript),
         [
             "out:sourceHello",
             "in:destinationHello",
@@ -147,6 +148,36 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
         .expect("usage")
         .expect("usage recorded");
     assert_eq!(usage.calls(), 2);
+    // The provider's transcript holds every message both ways, the hello exchange included,
+    // though no negotiation existed yet when it happened: the requester's, mirrored.
+    let negotiation = provider_store
+        .negotiations_for_protocol(&hash.to_string())
+        .await
+        .expect("negotiations")
+        .first()
+        .expect("the negotiation is on record")
+        .id;
+    let record = provider_store
+        .get_negotiation(negotiation)
+        .await
+        .expect("query")
+        .expect("the negotiation");
+    let transcript: Vec<(Direction, Value)> = record
+        .transcript
+        .iter()
+        .map(|m| (m.direction, m.message.clone()))
+        .collect();
+    assert_eq!(
+        kinds(&transcript),
+        [
+            "in:sourceHello",
+            "out:destinationHello",
+            "in:protocolNegotiation",
+            "out:protocolNegotiation",
+            "out:codeGeneration",
+            "in:codeGeneration"
+        ]
+    );
     // The built-in handler was verified and serves in its compiled form, which the restarted
     // provider below loads from the store.
     let active = provider_store

@@ -182,6 +182,10 @@ impl UsageCounts {
     }
 }
 
+/// The conversation state's key for hello messages not in a transcript yet (see
+/// `Turn::untranscribed`).
+const HELLO_TRANSCRIPT: &str = "hello_transcript";
+
 /// Per-message working state of [`Provider::handle_meta`].
 struct Turn {
     outbox: Vec<MetaMessage>,
@@ -192,6 +196,12 @@ struct Turn {
     /// What the peer's hello announced; `None` when it sent none (then the seed's full set
     /// is assumed).
     peer_capabilities: Option<Vec<String>>,
+    /// Answers to hellos, sent ahead of the rest of the outbox.
+    hello_replies: Vec<MetaMessage>,
+    /// Hello messages both ways that no negotiation's transcript holds yet: a hello comes before
+    /// any negotiation exists, so its exchange waits in the conversation's state
+    /// (`hello_transcript`) and opens the transcript of the next negotiation started there.
+    untranscribed: Vec<(Direction, Value)>,
 }
 
 impl Turn {
@@ -250,6 +260,11 @@ impl Provider {
             summary: Vec::new(),
             mapping: None,
             violation: None,
+            hello_replies: Vec::new(),
+            untranscribed: state
+                .get(HELLO_TRANSCRIPT)
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default(),
         };
         for value in values {
             metrics::negotiation_messages("inbound", 1);
@@ -274,10 +289,18 @@ impl Provider {
                         ),
                         None => "Hello. No offered protocol is known here; propose one.".to_owned(),
                     });
-                    turn.outbox.push(answer);
+                    // The transcript opens with the last hello before the negotiation.
+                    turn.untranscribed.clear();
+                    turn.untranscribed.push((Direction::Inbound, value));
+                    turn.untranscribed
+                        .push((Direction::Outbound, answer.to_value()));
+                    turn.hello_replies.push(answer);
                     continue;
                 }
-                Ok(MetaMessage::DestinationHello(_)) => continue,
+                Ok(MetaMessage::DestinationHello(_)) => {
+                    turn.untranscribed.push((Direction::Inbound, value));
+                    continue;
+                }
                 _ => {}
             }
             let fresh = match &stored {
@@ -303,6 +326,11 @@ impl Provider {
                 });
             }
             let st = stored.as_mut().expect("a session exists from here on");
+            for (direction, message) in turn.untranscribed.drain(..) {
+                self.store
+                    .append_transcript(st.negotiation_id, direction, &message)
+                    .await?;
+            }
             self.store
                 .append_transcript(st.negotiation_id, Direction::Inbound, &value)
                 .await?;
@@ -310,12 +338,22 @@ impl Provider {
             self.drive(st, step, &mut turn, peer).await?;
         }
         if stored.is_none() && hello_seen {
+            state[HELLO_TRANSCRIPT] = json!(turn.untranscribed);
             self.store
                 .update_conversation_state(cid, conversation.version, &state)
                 .await?;
         }
-        metrics::negotiation_messages("outbound", turn.outbox.len());
+        metrics::negotiation_messages("outbound", turn.hello_replies.len() + turn.outbox.len());
         if let Some(st) = &stored {
+            // A hello after this turn's first negotiation message.
+            for (direction, message) in turn.untranscribed.drain(..) {
+                self.store
+                    .append_transcript(st.negotiation_id, direction, &message)
+                    .await?;
+            }
+            if let Some(state) = state.as_object_mut() {
+                state.remove(HELLO_TRANSCRIPT);
+            }
             for m in &turn.outbox {
                 self.store
                     .append_transcript(st.negotiation_id, Direction::Outbound, &m.to_value())
@@ -341,7 +379,8 @@ impl Provider {
         } else {
             turn.summary.join(" ")
         };
-        let reply = super::wrap(summary, &turn.outbox);
+        turn.hello_replies.append(&mut turn.outbox);
+        let reply = super::wrap(summary, &turn.hello_replies);
         let violation = turn.violation.map(|e| ApiError::Negotiation {
             code: e.code().to_owned(),
             message: e.to_string(),
