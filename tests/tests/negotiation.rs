@@ -387,6 +387,86 @@ async fn rule_breaks_are_nlip_errors_and_end_the_negotiation_as_rejected() {
 }
 
 #[tokio::test]
+async fn each_negotiation_s_transcript_opens_with_the_hello_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let app = TestApp::spawn(&settings).await;
+    let text = product_protocol();
+    let hello = |tag: &str| {
+        let mut hello =
+            MetaMessage::source_hello(parley_negotiator::anp::MetaProtocolInfo::parley([]))
+                .to_value();
+        hello["sessionId"] = json!(tag);
+        hello
+    };
+    let proposal = |status: &str| json!({"action": "protocolNegotiation", "sequenceId": 0, "candidateProtocols": text, "status": status});
+
+    // A hello alone: the provider mints the conversation the rest goes through.
+    let (status, reply) = send_meta(&app, &[hello("first")], None).await;
+    assert_eq!(status, 200, "{reply:?}");
+    let conversation = reply
+        .tokens()
+        .find(|t| t.token_kind() == Some(parley_nlip::TokenKind::Conversation))
+        .expect("a conversation token")
+        .clone();
+    // A negotiation that ends at once (accepted before any evaluation), then a second hello,
+    // which no negotiation is open to take, then a second negotiation.
+    let (status, _) = send_meta(&app, &[proposal("accepted")], Some(&conversation)).await;
+    assert_eq!(status, 422);
+    for metas in [vec![hello("second")], vec![proposal("negotiating")]] {
+        let (status, reply) = send_meta(&app, &metas, Some(&conversation)).await;
+        assert_eq!(status, 200, "{reply:?}");
+    }
+    app.stop().await;
+
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("store");
+    // The conversation's state names its current negotiation: the second one.
+    let id = conversation.content.as_str().expect("a conversation id");
+    let state = store
+        .get_conversation(id)
+        .await
+        .expect("query")
+        .expect("the conversation")
+        .state;
+    let negotiation = state["negotiation"]["negotiation_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("a negotiation in the conversation's state");
+    assert!(
+        state.get("hello_transcript").is_none(),
+        "the hello went into a transcript: {state}"
+    );
+    let record = store
+        .get_negotiation(negotiation)
+        .await
+        .expect("query")
+        .expect("the negotiation");
+    let transcript: Vec<(Direction, Value)> = record
+        .transcript
+        .iter()
+        .map(|m| (m.direction, m.message.clone()))
+        .collect();
+    assert_eq!(
+        kinds(&transcript)[..3],
+        [
+            "in:sourceHello",
+            "out:destinationHello",
+            "in:protocolNegotiation"
+        ]
+    );
+    assert_eq!(transcript[0].1["sessionId"], "second", "{transcript:?}");
+    assert_eq!(
+        transcript
+            .iter()
+            .filter(|(_, v)| v["type"] == "sourceHello")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
 async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failure() {
     use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
     let text = product_protocol();

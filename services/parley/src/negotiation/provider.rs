@@ -337,23 +337,29 @@ impl Provider {
             let step = st.session.receive_value(value);
             self.drive(st, step, &mut turn, peer).await?;
         }
-        if stored.is_none() && hello_seen {
+        // A hello after this turn's first negotiation message belongs to that negotiation; one
+        // after a negotiation ended waits for the next.
+        if let Some(st) = stored.as_ref().filter(|st| !st.session.is_closed()) {
+            for (direction, message) in turn.untranscribed.drain(..) {
+                self.store
+                    .append_transcript(st.negotiation_id, direction, &message)
+                    .await?;
+            }
+        }
+        if turn.untranscribed.is_empty() {
+            if let Some(state) = state.as_object_mut() {
+                state.remove(HELLO_TRANSCRIPT);
+            }
+        } else {
             state[HELLO_TRANSCRIPT] = json!(turn.untranscribed);
+        }
+        if stored.is_none() && hello_seen {
             self.store
                 .update_conversation_state(cid, conversation.version, &state)
                 .await?;
         }
         metrics::negotiation_messages("outbound", turn.hello_replies.len() + turn.outbox.len());
         if let Some(st) = &stored {
-            // A hello after this turn's first negotiation message.
-            for (direction, message) in turn.untranscribed.drain(..) {
-                self.store
-                    .append_transcript(st.negotiation_id, direction, &message)
-                    .await?;
-            }
-            if let Some(state) = state.as_object_mut() {
-                state.remove(HELLO_TRANSCRIPT);
-            }
             for m in &turn.outbox {
                 self.store
                     .append_transcript(st.negotiation_id, Direction::Outbound, &m.to_value())
