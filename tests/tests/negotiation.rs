@@ -69,6 +69,19 @@ fn kinds(transcript: &[(Direction, Value)]) -> Vec<String> {
         .collect()
 }
 
+/// The transcript of negotiation `id` in `store`.
+async fn transcript(store: &Arc<dyn Store>, id: &str) -> Vec<(Direction, Value)> {
+    store
+        .get_negotiation(id.parse().expect("a negotiation id"))
+        .await
+        .expect("query")
+        .expect("the negotiation")
+        .transcript
+        .into_iter()
+        .map(|m| (m.direction, m.message))
+        .collect()
+}
+
 async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;
@@ -156,17 +169,9 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
         .expect("negotiations")
         .first()
         .expect("the negotiation is on record")
-        .id;
-    let record = provider_store
-        .get_negotiation(negotiation)
-        .await
-        .expect("query")
-        .expect("the negotiation");
-    let transcript: Vec<(Direction, Value)> = record
-        .transcript
-        .iter()
-        .map(|m| (m.direction, m.message.clone()))
-        .collect();
+        .id
+        .to_string();
+    let transcript = transcript(&provider_store, &negotiation).await;
     assert_eq!(
         kinds(&transcript),
         [
@@ -432,22 +437,12 @@ async fn each_negotiation_s_transcript_opens_with_the_hello_before_it() {
         .state;
     let negotiation = state["negotiation"]["negotiation_id"]
         .as_str()
-        .and_then(|id| id.parse().ok())
         .expect("a negotiation in the conversation's state");
     assert!(
         state.get("hello_transcript").is_none(),
         "the hello went into a transcript: {state}"
     );
-    let record = store
-        .get_negotiation(negotiation)
-        .await
-        .expect("query")
-        .expect("the negotiation");
-    let transcript: Vec<(Direction, Value)> = record
-        .transcript
-        .iter()
-        .map(|m| (m.direction, m.message.clone()))
-        .collect();
+    let transcript = transcript(&store, negotiation).await;
     assert_eq!(
         kinds(&transcript)[..3],
         [
