@@ -122,6 +122,10 @@ pub struct Limits {
     /// connections open. An HTTP/2 connection with no request in flight for one to two
     /// times this long is closed gracefully (GOAWAY) too.
     pub header_read_timeout_ms: u64,
+    /// How long, at shutdown, the last protocol usage counts are retried while the database is
+    /// unreachable, busy or locked (0: one try); counts still unwritten then are lost, with a
+    /// warning.
+    pub shutdown_flush_ms: u64,
 }
 
 impl Default for Limits {
@@ -137,6 +141,7 @@ impl Default for Limits {
             max_concurrent_requests: 1024,
             max_connections: 10_000,
             header_read_timeout_ms: 30_000,
+            shutdown_flush_ms: 5_000,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use parley_capabilities::Capabilities;
@@ -193,10 +194,11 @@ impl Bound {
         let store = self.state.agent.store.clone();
         let flusher = provider
             .usage
-            .spawn_flusher(store.clone(), std::time::Duration::from_secs(1));
+            .spawn_flusher(store.clone(), Duration::from_secs(1));
+        let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
-        provider.usage.flush(&store).await;
+        provider.usage.flush_within(&store, last_flush).await;
         served?;
         Ok(())
     }

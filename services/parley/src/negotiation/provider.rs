@@ -116,6 +116,9 @@ pub struct Provider {
     pub usage: Arc<UsageCounts>,
 }
 
+/// How often the last flush at shutdown is retried while the database cannot take it.
+const FLUSH_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Protocol usage counted in memory and flushed to the store once a second (and at
 /// shutdown): the 0-RTT path must not pay a database write per message.
 #[derive(Debug, Default)]
@@ -162,6 +165,29 @@ impl UsageCounts {
                     tracing::warn!(error = %e, %peer, protocol = %hash, "protocol usage refused by the store; dropped");
                 }
             }
+        }
+    }
+
+    /// The last flush, at shutdown: retried every [`FLUSH_RETRY`] while the database fails in
+    /// a way that may pass, for at most `within`. Counts still unwritten then are lost, with a
+    /// warning.
+    pub async fn flush_within(&self, store: &Arc<dyn Store>, within: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            self.flush(store).await;
+            let unwritten = self.pending.lock().map_or(0, |pending| pending.len());
+            let now = tokio::time::Instant::now();
+            if unwritten == 0 {
+                return;
+            }
+            if now >= deadline {
+                tracing::warn!(
+                    unwritten,
+                    "protocol usage counts could not be written before shutdown; lost"
+                );
+                return;
+            }
+            tokio::time::sleep(FLUSH_RETRY.min(deadline - now)).await;
         }
     }
 
@@ -1160,9 +1186,26 @@ mod tests {
         pending.get(&(peer.to_owned(), *hash)).copied()
     }
 
-    #[tokio::test]
-    async fn usage_counts_outlast_a_locked_database_and_counts_it_refuses_are_dropped() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    /// Peer `peer-a`'s counts of `hash` in the store, once nothing of them is pending.
+    async fn written(
+        store: &Arc<dyn Store>,
+        usage: &UsageCounts,
+        hash: &ProtocolHash,
+    ) -> (i64, i64) {
+        assert_eq!(pending(usage, "peer-a", hash), None);
+        let row = store
+            .usage("peer-a", &hash.to_string())
+            .await
+            .expect("usage")
+            .expect("a usage row");
+        (row.ok_count, row.error_count)
+    }
+
+    /// A SQLite store in `dir` that waits 100 ms for a lock, the hash of a protocol stored in
+    /// it, and a second connection holding its write lock (`COMMIT` on it releases the lock).
+    async fn locked_usage_store(
+        dir: &tempfile::TempDir,
+    ) -> (Arc<dyn Store>, ProtocolHash, sqlx::SqliteConnection) {
         let url = format!(
             "sqlite://{}?mode=rwc",
             dir.path().join("usage.db").display()
@@ -1174,13 +1217,6 @@ mod tests {
         let store = parley_store::connect(&url, options).await.expect("store");
         let text = "# A protocol\n";
         store.put_protocol(text).await.expect("protocol");
-        let hash = ProtocolHash::of(text);
-        let usage = UsageCounts::default();
-        usage.count("peer-a", &hash, true);
-        usage.count("peer-a", &hash, true);
-        usage.count("peer-a", &hash, false);
-
-        // Another connection holds the write lock: the flush cannot write and keeps the counts.
         let mut holder = sqlx::SqliteConnection::connect(&url)
             .await
             .expect("second connection");
@@ -1188,6 +1224,19 @@ mod tests {
             .execute(&mut holder)
             .await
             .expect("lock");
+        (store, ProtocolHash::of(text), holder)
+    }
+
+    #[tokio::test]
+    async fn usage_counts_outlast_a_locked_database_and_counts_it_refuses_are_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, hash, mut holder) = locked_usage_store(&dir).await;
+        let usage = UsageCounts::default();
+        usage.count("peer-a", &hash, true);
+        usage.count("peer-a", &hash, true);
+        usage.count("peer-a", &hash, false);
+
+        // Another connection holds the write lock: the flush cannot write and keeps the counts.
         usage.flush(&store).await;
         assert_eq!(pending(&usage, "peer-a", &hash), Some((2, 1)));
         sqlx::query("COMMIT")
@@ -1198,13 +1247,7 @@ mod tests {
         // Counted meanwhile, then written together.
         usage.count("peer-a", &hash, true);
         usage.flush(&store).await;
-        assert_eq!(pending(&usage, "peer-a", &hash), None);
-        let row = store
-            .usage("peer-a", &hash.to_string())
-            .await
-            .expect("usage")
-            .expect("a usage row");
-        assert_eq!((row.ok_count, row.error_count), (3, 1));
+        assert_eq!(written(&store, &usage, &hash).await, (3, 1));
 
         // A protocol the store does not know: refused (foreign key), not retried for ever.
         let unknown = ProtocolHash::of("# Never stored\n");
@@ -1218,5 +1261,28 @@ mod tests {
                 .expect("usage")
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn the_last_flush_waits_for_a_locked_database_within_its_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, hash, mut holder) = locked_usage_store(&dir).await;
+        let usage = UsageCounts::default();
+        usage.count("peer-a", &hash, true);
+
+        // With no time to wait, one try: the count is not written.
+        usage.flush_within(&store, Duration::ZERO).await;
+        assert_eq!(pending(&usage, "peer-a", &hash), Some((1, 0)));
+        // With time, the flush outlasts the lock, released part-way through.
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            sqlx::query("COMMIT")
+                .execute(&mut holder)
+                .await
+                .expect("unlock");
+        });
+        usage.flush_within(&store, Duration::from_secs(10)).await;
+        release.await.expect("released");
+        assert_eq!(written(&store, &usage, &hash).await, (1, 0));
     }
 }
