@@ -110,29 +110,27 @@ impl Config {
                 Err(_) => Ok(default),
             }
         }
-        let parts = std::env::var("BENCH_PARTS").unwrap_or_else(|_| "a,bc,models".into());
-        let parts: Vec<&str> = parts.split(',').map(str::trim).collect();
-        if let Some(unknown) = parts.iter().find(|p| !["a", "bc", "models"].contains(p)) {
-            return Err(format!(
-                "BENCH_PARTS: unknown part {unknown:?} (a, bc, models)"
-            ));
+        /// Which of `names` the comma list in variable `name` picks (all of them when unset).
+        fn pick<const N: usize>(name: &str, names: [&str; N]) -> Result<[bool; N]> {
+            let list = std::env::var(name).unwrap_or_else(|_| names.join(","));
+            let picked: Vec<&str> = list.split(',').map(str::trim).collect();
+            if let Some(unknown) = picked.iter().find(|p| !names.contains(p)) {
+                return Err(format!(
+                    "{name}: unknown {unknown:?} ({})",
+                    names.join(", ")
+                ));
+            }
+            Ok(names.map(|n| picked.contains(&n)))
         }
-        let providers = std::env::var("BENCH_PROVIDERS").unwrap_or_else(|_| PROVIDERS.join(","));
-        let providers: Vec<&str> = providers.split(',').map(str::trim).collect();
-        if let Some(unknown) = providers.iter().find(|p| !PROVIDERS.contains(p)) {
-            return Err(format!(
-                "BENCH_PROVIDERS: unknown provider {unknown:?} ({})",
-                PROVIDERS.join(", ")
-            ));
-        }
+        let [part_a, part_bc, part_models] = pick("BENCH_PARTS", ["a", "bc", "models"])?;
         Ok(Config {
             negotiations: num("BENCH_NEGOTIATIONS", 5)?.clamp(1, 50),
             requests: num("BENCH_REQUESTS", 3000)?.clamp(100, 100_000),
             warmup: num("BENCH_WARMUP_REQUESTS", 300)?.min(10_000),
-            part_a: parts.contains(&"a"),
-            part_bc: parts.contains(&"bc"),
-            part_models: parts.contains(&"models"),
-            providers: PROVIDERS.map(|p| providers.contains(&p)),
+            part_a,
+            part_bc,
+            part_models,
+            providers: pick("BENCH_PROVIDERS", PROVIDERS)?,
         })
     }
 }
@@ -225,25 +223,26 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let mut rows = Vec::new();
     // The provider in this process, sharing its runtime with the requester; then as it is
     // deployed: its own process (`parley serve`), with its own runtime and threads.
+    let [in_process, own_process, javascript] = config.providers;
     let process_dir = tempdir()?;
-    let provider = ProviderProcess::start(process_dir.path()).await?;
+    let provider = match own_process {
+        true => Some(ProviderProcess::start(process_dir.path()).await?),
+        false => None,
+    };
     // The baseline for the compiled form: a provider that serves the verified JavaScript.
     let js_dir = tempdir()?;
     let mut js_settings = test_settings(js_dir.path());
     js_settings.negotiation.compiled_handlers = false;
     let js_server = KeptServer::spawn(&js_settings).await?;
     let providers = [
-        (server.addr, None, ["HTTP/1.1 JSON", "WebSocket CBOR"]),
-        (
-            provider.addr,
-            Some(provider.child.id()),
-            ["HTTP, own process", "WS, own process"],
-        ),
-        (js_server.addr, None, ["HTTP, JS handler", "WS, JS handler"]),
+        in_process.then_some((server.addr, None, ["HTTP/1.1 JSON", "WebSocket CBOR"])),
+        provider.as_ref().map(|p| {
+            let labels = ["HTTP, own process", "WS, own process"];
+            (p.addr, Some(p.child.id()), labels)
+        }),
+        javascript.then_some((js_server.addr, None, ["HTTP, JS handler", "WS, JS handler"])),
     ];
-    // Every provider negotiates (the direct calls below need the protocol); only those
-    // `BENCH_PROVIDERS` names are measured.
-    for ((addr, server_pid, labels), wanted) in providers.into_iter().zip(config.providers) {
+    for (addr, server_pid, labels) in providers.into_iter().flatten() {
         let negotiated = requester
             .negotiate(&format!("http://{addr}/nlip"), base, |_| {})
             .await
@@ -258,9 +257,6 @@ async fn latency(base: &str, config: Config) -> Result<()> {
             format!("http://{addr}/nlip"),
             format!("ws://{addr}/nlip/ws"),
         ];
-        if !wanted {
-            continue;
-        }
         for (label, url) in labels.into_iter().zip(urls) {
             let client = NlipClient::connect(&url, false)
                 .await
@@ -279,8 +275,9 @@ async fn latency(base: &str, config: Config) -> Result<()> {
             rows.push((label, "(c) text", c));
         }
     }
-    provider.stop();
-    let [in_process, _, javascript] = config.providers;
+    if let Some(provider) = provider {
+        provider.stop();
+    }
     if in_process {
         // The same work without a transport: where (b)'s time goes.
         let mut driver = Driver::direct(&server, hash);

@@ -269,11 +269,9 @@ impl Capabilities {
                     message,
                 });
             }
-            // Every result a dataset can give (each record as projected, the not-found value)
-            // was checked against the output schema when its file was loaded.
-            let (result, checked) = match &capability.binding {
-                Binding::Dataset(d) => (d.lookup(name, &args), true),
-                Binding::Http(h) => (h.call(&self.http, name, &args).await, false),
+            let result = match &capability.binding {
+                Binding::Dataset(d) => d.lookup(name, &args),
+                Binding::Http(h) => h.call(&self.http, name, &args).await,
             };
             let result = match result {
                 Ok(value) => value,
@@ -282,10 +280,12 @@ impl Capabilities {
                     return Err(e);
                 }
             };
-            if checked {
-                return Ok(result);
-            }
-            if let Some(message) = schema_errors(&capability.output_validator, &result) {
+            // Every result a dataset can give (each record as projected, the not-found value)
+            // was checked against the output schema when its file was loaded.
+            let checked_at_load = matches!(capability.binding, Binding::Dataset(_));
+            if !checked_at_load
+                && let Some(message) = schema_errors(&capability.output_validator, &result)
+            {
                 tracing::debug!("capability result does not match its output schema");
                 return Err(CapabilityError::InvalidResult {
                     capability: name.to_owned(),

@@ -201,8 +201,7 @@ fn cbor_to_json(v: &Item<'_>, depth: usize) -> Result<Value, String> {
     Ok(match v {
         Item::Null => Value::Null,
         Item::Bool(b) => Value::Bool(*b),
-        Item::Integer(i) => {
-            let i = *i;
+        &Item::Integer(i) => {
             if let Ok(i) = i64::try_from(i) {
                 Value::from(i)
             } else if let Ok(u) = u64::try_from(i) {

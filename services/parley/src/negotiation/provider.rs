@@ -139,8 +139,9 @@ impl UsageCounts {
 
     /// Writes what has been counted since the last flush. When the database fails in a way that
     /// may pass (unreachable, busy, locked), what is not written yet is kept for the next flush;
-    /// counts the database refuses are dropped with a warning.
-    pub async fn flush(&self, store: &Arc<dyn Store>) {
+    /// counts the database refuses are dropped with a warning. Returns how many (peer, protocol)
+    /// counts are kept.
+    pub async fn flush(&self, store: &Arc<dyn Store>) -> usize {
         let batch =
             std::mem::take(&mut *self.pending.lock().expect("usage lock is never poisoned"));
         let mut batch = batch.into_iter();
@@ -159,13 +160,14 @@ impl UsageCounts {
                         entry.0 = entry.0.saturating_add(ok);
                         entry.1 = entry.1.saturating_add(errors);
                     }
-                    return;
+                    return pending.len();
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, %peer, protocol = %hash, "protocol usage refused by the store; dropped");
                 }
             }
         }
+        0
     }
 
     /// The last flush, at shutdown: retried every [`FLUSH_RETRY`] while the database fails in
@@ -174,8 +176,7 @@ impl UsageCounts {
     pub async fn flush_within(&self, store: &Arc<dyn Store>, within: std::time::Duration) {
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            self.flush(store).await;
-            let unwritten = self.pending.lock().map_or(0, |pending| pending.len());
+            let unwritten = self.flush(store).await;
             let now = tokio::time::Instant::now();
             if unwritten == 0 {
                 return;
@@ -352,11 +353,8 @@ impl Provider {
                 });
             }
             let st = stored.as_mut().expect("a session exists from here on");
-            for (direction, message) in turn.untranscribed.drain(..) {
-                self.store
-                    .append_transcript(st.negotiation_id, direction, &message)
-                    .await?;
-            }
+            self.transcribe(st.negotiation_id, turn.untranscribed.drain(..))
+                .await?;
             self.store
                 .append_transcript(st.negotiation_id, Direction::Inbound, &value)
                 .await?;
@@ -366,11 +364,8 @@ impl Provider {
         // A hello after this turn's first negotiation message belongs to that negotiation; one
         // after a negotiation ended waits for the next.
         if let Some(st) = stored.as_ref().filter(|st| !st.session.is_closed()) {
-            for (direction, message) in turn.untranscribed.drain(..) {
-                self.store
-                    .append_transcript(st.negotiation_id, direction, &message)
-                    .await?;
-            }
+            self.transcribe(st.negotiation_id, turn.untranscribed.drain(..))
+                .await?;
         }
         if turn.untranscribed.is_empty() {
             if let Some(state) = state.as_object_mut() {
@@ -386,11 +381,14 @@ impl Provider {
         }
         metrics::negotiation_messages("outbound", turn.hello_replies.len() + turn.outbox.len());
         if let Some(st) = &stored {
-            for m in &turn.outbox {
-                self.store
-                    .append_transcript(st.negotiation_id, Direction::Outbound, &m.to_value())
-                    .await?;
-            }
+            // Collected first: a borrowing iterator held across the awaits would make the
+            // future `!Send`.
+            let sent: Vec<_> = turn
+                .outbox
+                .iter()
+                .map(|m| (Direction::Outbound, m.to_value()))
+                .collect();
+            self.transcribe(st.negotiation_id, sent).await?;
             state["negotiation"] = serde_json::to_value(st).expect("session state serializes");
             match self
                 .store
@@ -418,6 +416,20 @@ impl Provider {
             message: e.to_string(),
         });
         Ok((reply, violation))
+    }
+
+    /// Appends `entries` to negotiation `id`'s transcript, in order.
+    async fn transcribe(
+        &self,
+        id: Uuid,
+        entries: impl IntoIterator<Item = (Direction, Value)>,
+    ) -> Result<(), ApiError> {
+        for (direction, message) in entries {
+            self.store
+                .append_transcript(id, direction, &message)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Runs session steps until the session waits for the peer or ends.
@@ -1202,7 +1214,7 @@ mod tests {
     }
 
     /// A SQLite store in `dir` that waits 100 ms for a lock, the hash of a protocol stored in
-    /// it, and a second connection holding its write lock (`COMMIT` on it releases the lock).
+    /// it, and a second connection holding its write lock (see [`unlock`]).
     async fn locked_usage_store(
         dir: &tempfile::TempDir,
     ) -> (Arc<dyn Store>, ProtocolHash, sqlx::SqliteConnection) {
@@ -1227,6 +1239,11 @@ mod tests {
         (store, ProtocolHash::of(text), holder)
     }
 
+    /// Releases the write lock [`locked_usage_store`]'s connection holds.
+    async fn unlock(holder: &mut sqlx::SqliteConnection) {
+        sqlx::query("COMMIT").execute(holder).await.expect("unlock");
+    }
+
     #[tokio::test]
     async fn usage_counts_outlast_a_locked_database_and_counts_it_refuses_are_dropped() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1239,10 +1256,7 @@ mod tests {
         // Another connection holds the write lock: the flush cannot write and keeps the counts.
         usage.flush(&store).await;
         assert_eq!(pending(&usage, "peer-a", &hash), Some((2, 1)));
-        sqlx::query("COMMIT")
-            .execute(&mut holder)
-            .await
-            .expect("unlock");
+        unlock(&mut holder).await;
 
         // Counted meanwhile, then written together.
         usage.count("peer-a", &hash, true);
@@ -1276,10 +1290,7 @@ mod tests {
         // With time, the flush outlasts the lock, released part-way through.
         let release = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            sqlx::query("COMMIT")
-                .execute(&mut holder)
-                .await
-                .expect("unlock");
+            unlock(&mut holder).await;
         });
         usage.flush_within(&store, Duration::from_secs(10)).await;
         release.await.expect("released");
