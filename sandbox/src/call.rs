@@ -233,12 +233,15 @@ impl Instantiated {
         }
         .await;
         match found {
-            Ok((alloc, run, memory)) => Ok(Instantiated {
-                store,
-                alloc,
-                run,
-                memory,
-            }),
+            Ok((alloc, run, memory)) => {
+                store.data_mut().memory = Some(memory);
+                Ok(Instantiated {
+                    store,
+                    alloc,
+                    run,
+                    memory,
+                })
+            }
             Err(e) => Err((store, e)),
         }
     }
@@ -275,6 +278,7 @@ pub(crate) async fn call_report(
     state.blocking = matches!(release, Release::Now);
     let mut call = match ready {
         Some(mut ready) => {
+            state.memory = Some(ready.memory);
             *ready.store.data_mut() = state;
             ready
         }

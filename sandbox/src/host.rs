@@ -121,6 +121,9 @@ pub(crate) struct CallState {
     /// thread that is inside a tokio task: its yields must wake it at once, since tokio's
     /// `yield_now` would leave the wake-up to a scheduler that the blocked thread never runs.
     pub blocking: bool,
+    /// The guest's memory, once its instance is made: host functions use it rather than look the
+    /// export up by name on every access (four times per capability call).
+    pub memory: Option<wasmtime::Memory>,
 }
 
 impl std::fmt::Debug for CallState {
@@ -163,6 +166,7 @@ impl CallState {
             epoch_hold: None,
             yielded_nanos: Arc::new(AtomicU64::new(0)),
             blocking: false,
+            memory: None,
         }
     }
 
@@ -225,6 +229,9 @@ impl CallState {
 }
 
 fn memory(caller: &mut Caller<'_, CallState>) -> wasmtime::Result<wasmtime::Memory> {
+    if let Some(memory) = caller.data().memory {
+        return Ok(memory);
+    }
     match caller.get_export("memory") {
         Some(Extern::Memory(memory)) => Ok(memory),
         _ => wasmtime::bail!("guest exports no memory"),

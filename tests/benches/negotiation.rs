@@ -94,10 +94,15 @@ struct Config {
     negotiations: usize,
     requests: usize,
     warmup: usize,
-    /// Which parts run: (a), (b)+(c), model calls.
+    /// Which parts run: (a), (b)+(c), (b)+(c) under load, model calls.
     part_a: bool,
     part_bc: bool,
+    part_load: bool,
     part_models: bool,
+    /// Under load: connections, rounds per message kind, and each round's length.
+    load_connections: usize,
+    load_rounds: usize,
+    load_round: Duration,
     /// Which providers (b) and (c) run against: in this process, in its own, serving JavaScript.
     providers: [bool; 3],
 }
@@ -122,14 +127,19 @@ impl Config {
             }
             Ok(names.map(|n| picked.contains(&n)))
         }
-        let [part_a, part_bc, part_models] = pick("BENCH_PARTS", ["a", "bc", "models"])?;
+        let [part_a, part_bc, part_load, part_models] =
+            pick("BENCH_PARTS", ["a", "bc", "load", "models"])?;
         Ok(Config {
             negotiations: num("BENCH_NEGOTIATIONS", 5)?.clamp(1, 50),
             requests: num("BENCH_REQUESTS", 3000)?.clamp(100, 100_000),
             warmup: num("BENCH_WARMUP_REQUESTS", 300)?.min(10_000),
             part_a,
             part_bc,
+            part_load,
             part_models,
+            load_connections: num("BENCH_LOAD_CONNECTIONS", 8)?.clamp(1, 256),
+            load_rounds: num("BENCH_LOAD_ROUNDS", 3)?.clamp(1, 100),
+            load_round: Duration::from_millis(num("BENCH_LOAD_MS", 1000)?.clamp(100, 60_000) as u64),
             providers: pick("BENCH_PROVIDERS", PROVIDERS)?,
         })
     }
@@ -153,6 +163,9 @@ async fn run() -> Result<()> {
     }
     if config.part_bc {
         latency(&base, config).await?;
+    }
+    if config.part_load {
+        load(&base, config).await?;
     }
     if config.part_models {
         // Model calls with the OpenAI-compatible protocol reasoner.
@@ -309,6 +322,150 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     Ok(())
 }
 
+/// (b) and (c) under load: `load_connections` WebSocket connections to the provider in its own
+/// process, each sending its next message as soon as its last one is answered. Rounds of
+/// `load_round` alternate (b) and (c), so that outside load falls on both alike. What this adds to
+/// the sequential figures: how many messages per second one provider answers when it is kept
+/// busy, and what each costs it then, including the work done after the answer (an instance's
+/// reset), which sequential latency does not see.
+async fn load(base: &str, config: Config) -> Result<()> {
+    let process_dir = tempdir()?;
+    let provider = ProviderProcess::start(process_dir.path()).await?;
+    let pid = provider.child.id();
+    let requester_dir = tempdir()?;
+    let requester = requester(&requester_dir).await?;
+    let negotiated = requester
+        .negotiate(&format!("http://{}/nlip", provider.addr), base, |_| {})
+        .await
+        .map_err(|e| format!("negotiation for the load test: {e}"))?;
+    if negotiated.outcome != Outcome::Agreed {
+        return Err(format!(
+            "negotiation for the load test: {:?}",
+            negotiated.outcome
+        ));
+    }
+    let application = Arc::new(parley::negotiation::application_message(
+        &negotiated.hash,
+        product_request("load"),
+    ));
+    let text = Arc::new(Message::text("english", "Hello"));
+    let url = format!("ws://{}/nlip/ws", provider.addr);
+    let mut clients = Vec::with_capacity(config.load_connections);
+    for _ in 0..config.load_connections {
+        let mut client = NlipClient::connect(&url, false)
+            .await
+            .map_err(|e| format!("connect {url}: {e}"))?;
+        for message in [&application, &text] {
+            for _ in 0..20 {
+                let received = client.send(message).await.map_err(|e| e.to_string())?;
+                check_reply(message, &received.message)?;
+            }
+        }
+        clients.push(client);
+    }
+    let mut series: [LoadSeries; 2] = Default::default();
+    for _ in 0..config.load_rounds {
+        for (message, s) in [&application, &text].into_iter().zip(series.iter_mut()) {
+            let before = ProcessCounters::read(pid)?;
+            let started = Instant::now();
+            let until = started + config.load_round;
+            // One task per connection: the clients use every core, as separate agents would.
+            let tasks: Vec<_> = clients
+                .drain(..)
+                .map(|mut client| {
+                    let message = Arc::clone(message);
+                    tokio::spawn(async move {
+                        let mut samples = Vec::new();
+                        while Instant::now() < until {
+                            let t = Instant::now();
+                            let received = match client.send(&message).await {
+                                Ok(received) => received,
+                                Err(e) => return Err(e.to_string()),
+                            };
+                            check_reply(&message, &received.message)?;
+                            samples.push(t.elapsed());
+                        }
+                        Ok((client, samples))
+                    })
+                })
+                .collect();
+            for task in tasks {
+                let (client, samples) = task.await.map_err(|e| e.to_string())??;
+                clients.push(client);
+                s.samples.extend(samples);
+            }
+            s.elapsed += started.elapsed();
+            s.server = s.server.add(ProcessCounters::read(pid)?.since(before));
+        }
+    }
+    provider.stop();
+    print_load(&series, config);
+    Ok(())
+}
+
+/// Latencies of one message kind under load, the time its rounds took, and the provider's
+/// counters over them.
+#[derive(Debug, Default)]
+struct LoadSeries {
+    samples: Vec<Duration>,
+    elapsed: Duration,
+    server: ProcessCounters,
+}
+
+impl LoadSeries {
+    fn per_second(&self) -> f64 {
+        self.samples.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    fn cpu_us(&self) -> f64 {
+        self.server.cpu_ns as f64 / 1e3 / self.samples.len().max(1) as f64
+    }
+}
+
+fn print_load(series: &[LoadSeries; 2], config: Config) {
+    println!();
+    println!(
+        "(b) and (c) under load: {} WebSocket connections to the provider in its own process, each sending",
+        config.load_connections
+    );
+    println!(
+        "    its next message when the last is answered; {} rounds of {} ms per message, alternating",
+        config.load_rounds,
+        config.load_round.as_millis()
+    );
+    println!(
+        "    provider per request, all threads: CPU and run-queue wait in µs, times a thread was put on a CPU"
+    );
+    println!(
+        "{:<26} {:>8} {:>9} {:>8} {:>8} {:>7} {:>6} {:>5}",
+        "message", "n", "req/s", "median", "p99", "CPU", "wait", "runs"
+    );
+    for (name, s) in ["(b) application 0-RTT", "(c) text"]
+        .into_iter()
+        .zip(series)
+    {
+        let mut sorted = s.samples.clone();
+        sorted.sort_unstable();
+        let n = s.samples.len().max(1) as f64;
+        println!(
+            "{:<26} {:>8} {:>9.0} {:>8} {:>8} {:>7.1} {:>6.1} {:>5.2}",
+            name,
+            s.samples.len(),
+            s.per_second(),
+            us(percentile(&sorted, 50.0)),
+            us(percentile(&sorted, 99.0)),
+            s.cpu_us(),
+            s.server.wait_ns as f64 / 1e3 / n,
+            s.server.runs as f64 / n,
+        );
+    }
+    let [b, c] = series;
+    println!(
+        "(b)/(c): throughput {:.2}x, provider CPU per request {:.2}x",
+        b.per_second() / c.per_second().max(1e-9),
+        b.cpu_us() / c.cpu_us().max(1e-9)
+    );
+}
+
 // --- helpers ------------------------------------------------------------------------------
 
 /// The 1-, 5- and 15-minute load averages (other processes share this machine's cores).
@@ -453,9 +610,9 @@ fn check_text(reply: &Message) -> Result<()> {
 struct Series {
     samples: Vec<Duration>,
     busy: Duration,
-    /// CPU time the provider process spent while this series ran, when it runs in a process of
-    /// its own (all its threads: the request, the instance reset after it, the epoch ticker).
-    server_cpu: Option<Duration>,
+    /// What the provider process spent while this series ran, when it runs in a process of its
+    /// own (all its threads: the request, the instance reset after it, the epoch ticker).
+    server: Option<ProcessCounters>,
 }
 
 impl Series {
@@ -479,31 +636,77 @@ impl Series {
     fn per_second(&self) -> f64 {
         self.samples.len() as f64 / self.busy.as_secs_f64().max(1e-9)
     }
-    /// The provider's CPU time per request, in µs.
-    fn server_cpu_us(&self) -> Option<f64> {
-        let cpu = self.server_cpu?;
-        Some(cpu.as_secs_f64() * 1e6 / self.samples.len().max(1) as f64)
+    /// The provider's counters per request.
+    fn server_per_request(&self) -> Option<ProcessCounters<f64>> {
+        let total = self.server?;
+        let n = self.samples.len().max(1) as f64;
+        Some(ProcessCounters {
+            cpu_ns: total.cpu_ns as f64 / n,
+            wait_ns: total.wait_ns as f64 / n,
+            runs: total.runs as f64 / n,
+            faults: total.faults as f64 / n,
+        })
     }
 }
 
-/// CPU time so far of every thread of process `pid` (the scheduler's own nanosecond count from
-/// `/proc/PID/task/TID/schedstat`, not the tick-rounded figures of `/proc/PID/stat`). Threads that
-/// exited in between are missed, which a long-running server's are not.
-fn process_cpu(pid: u32) -> Result<Duration> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map_err(|e| format!("/proc/{pid}/task: {e}"))?;
-    let mut nanos: u64 = 0;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        nanos += stat
+/// A process's counters so far, summed over its threads: from `/proc/PID/task/TID/schedstat` the
+/// scheduler's own nanoseconds on a CPU and waiting for one (not the tick-rounded figures of
+/// `/proc/PID/stat`) and how many times a thread was put on a CPU (each wake-up is one); from
+/// `/proc/PID/stat` the page faults. Threads that exited in between are missed, which a
+/// long-running server's are not.
+#[derive(Debug, Clone, Copy, Default)]
+struct ProcessCounters<T = u64> {
+    cpu_ns: T,
+    wait_ns: T,
+    runs: T,
+    faults: T,
+}
+
+impl ProcessCounters {
+    fn read(pid: u32) -> Result<Self> {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map_err(|e| format!("/proc/{pid}/task: {e}"))?;
+        let mut counters = ProcessCounters::default();
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else {
+                continue;
+            };
+            let mut fields = stat
+                .split_whitespace()
+                .map(|n| n.parse::<u64>().unwrap_or(0));
+            counters.cpu_ns += fields.next().unwrap_or(0);
+            counters.wait_ns += fields.next().unwrap_or(0);
+            counters.runs += fields.next().unwrap_or(0);
+        }
+        // Fields 10 and 12 (minflt, majflt), counted after the command's closing parenthesis.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<u64> = after
             .split_whitespace()
-            .next()
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0);
+            .map(|n| n.parse().unwrap_or(0))
+            .collect();
+        counters.faults = fields.get(7).copied().unwrap_or(0) + fields.get(9).copied().unwrap_or(0);
+        Ok(counters)
     }
-    Ok(Duration::from_nanos(nanos))
+
+    fn since(self, before: Self) -> Self {
+        ProcessCounters {
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            wait_ns: self.wait_ns.saturating_sub(before.wait_ns),
+            runs: self.runs.saturating_sub(before.runs),
+            faults: self.faults.saturating_sub(before.faults),
+        }
+    }
+
+    fn add(self, other: Self) -> Self {
+        ProcessCounters {
+            cpu_ns: self.cpu_ns + other.cpu_ns,
+            wait_ns: self.wait_ns + other.wait_ns,
+            runs: self.runs + other.runs,
+            faults: self.faults + other.faults,
+        }
+    }
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -601,7 +804,7 @@ impl Driver {
         while done < config.requests {
             let n = BLOCK.min(config.requests - done);
             for (op, s) in ops.iter().zip(series.iter_mut()) {
-                let cpu_before = self.server_pid.map(process_cpu).transpose()?;
+                let before = self.server_pid.map(ProcessCounters::read).transpose()?;
                 let block = Instant::now();
                 for _ in 0..n {
                     let t = Instant::now();
@@ -609,9 +812,9 @@ impl Driver {
                     s.samples.push(t.elapsed());
                 }
                 s.busy += block.elapsed();
-                if let (Some(pid), Some(before)) = (self.server_pid, cpu_before) {
-                    let spent = process_cpu(pid)?.saturating_sub(before);
-                    s.server_cpu = Some(s.server_cpu.unwrap_or_default() + spent);
+                if let (Some(pid), Some(before)) = (self.server_pid, before) {
+                    let spent = ProcessCounters::read(pid)?.since(before);
+                    s.server = Some(s.server.unwrap_or_default().add(spent));
                 }
             }
             done += n;
@@ -923,15 +1126,35 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         "    sequential, one in flight, over one connection (in-process: direct calls); latency in µs"
     );
     println!(
-        "    server CPU: the provider process's CPU time per request, all threads (own process only)"
+        "    the provider process per request, all threads (own process only): CPU and run-queue wait in µs,"
     );
+    println!("    times a thread was put on a CPU (wake-ups), page faults");
     println!(
-        "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9} {:>11}",
-        "transport", "message", "n", "median", "p99", "mean", "req/s", "server CPU"
+        "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9} {:>7} {:>6} {:>5} {:>6}",
+        "transport",
+        "message",
+        "n",
+        "median",
+        "p99",
+        "mean",
+        "req/s",
+        "CPU",
+        "wait",
+        "runs",
+        "faults"
     );
     for (transport, name, s) in rows {
+        let server = s.server_per_request().map_or_else(String::new, |c| {
+            format!(
+                "{:>7.1} {:>6.1} {:>5.2} {:>6.2}",
+                c.cpu_ns / 1e3,
+                c.wait_ns / 1e3,
+                c.runs,
+                c.faults
+            )
+        });
         println!(
-            "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0} {:>11}",
+            "{:<18} {:<26} {:>6} {:>8} {:>8} {:>8} {:>9.0} {}",
             transport,
             name,
             s.samples.len(),
@@ -939,8 +1162,7 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
             us(s.p99()),
             us(s.mean()),
             s.per_second(),
-            s.server_cpu_us()
-                .map_or_else(String::new, |cpu| format!("{cpu:.1}"))
+            server
         );
     }
     let ratio = |b: Duration, c: Duration| b.as_secs_f64() / c.as_secs_f64().max(1e-12);
