@@ -256,16 +256,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
         javascript.then_some((js_server.addr, None, ["HTTP, JS handler", "WS, JS handler"])),
     ];
     for (addr, server_pid, labels) in providers.into_iter().flatten() {
-        let negotiated = requester
-            .negotiate(&format!("http://{addr}/nlip"), base, |_| {})
-            .await
-            .map_err(|e| format!("negotiation for (b) with {addr}: {e}"))?;
-        if negotiated.outcome != Outcome::Agreed {
-            return Err(format!(
-                "negotiation for (b) with {addr}: {:?}",
-                negotiated.outcome
-            ));
-        }
+        agree(&requester, addr, base).await?;
         let urls = [
             format!("http://{addr}/nlip"),
             format!("ws://{addr}/nlip/ws"),
@@ -322,6 +313,22 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     Ok(())
 }
 
+/// Negotiates `base` with the provider at `addr` until it is agreed: what (b) needs first.
+async fn agree(
+    requester: &Requester,
+    addr: std::net::SocketAddr,
+    base: &str,
+) -> Result<ProtocolHash> {
+    let negotiated = requester
+        .negotiate(&format!("http://{addr}/nlip"), base, |_| {})
+        .await
+        .map_err(|e| format!("negotiation with {addr}: {e}"))?;
+    match negotiated.outcome {
+        Outcome::Agreed => Ok(negotiated.hash),
+        other => Err(format!("negotiation with {addr}: {other:?}")),
+    }
+}
+
 /// (b) and (c) under load: `load_connections` WebSocket connections to the provider in its own
 /// process, each sending its next message as soon as its last one is answered. Rounds of
 /// `load_round` alternate (b) and (c), so that outside load falls on both alike. What this adds to
@@ -334,18 +341,9 @@ async fn load(base: &str, config: Config) -> Result<()> {
     let pid = provider.child.id();
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
-    let negotiated = requester
-        .negotiate(&format!("http://{}/nlip", provider.addr), base, |_| {})
-        .await
-        .map_err(|e| format!("negotiation for the load test: {e}"))?;
-    if negotiated.outcome != Outcome::Agreed {
-        return Err(format!(
-            "negotiation for the load test: {:?}",
-            negotiated.outcome
-        ));
-    }
+    let hash = agree(&requester, provider.addr, base).await?;
     let application = Arc::new(parley::negotiation::application_message(
-        &negotiated.hash,
+        &hash,
         product_request("load"),
     ));
     let text = Arc::new(Message::text("english", "Hello"));
