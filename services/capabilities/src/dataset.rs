@@ -12,9 +12,9 @@ use crate::{CapabilityError, NotFoundPolicy};
 #[derive(Debug)]
 pub(crate) struct DatasetBinding {
     pub(crate) input_field: String,
+    /// Each record as a lookup returns it: projected onto the output schema's properties when
+    /// the binding projects, and checked against the output schema, at load time.
     pub(crate) records: HashMap<String, Value>,
-    /// Output-schema properties to keep when projecting; `None` returns whole records.
-    pub(crate) projection: Option<Vec<String>>,
     pub(crate) not_found: NotFoundPolicy,
 }
 
@@ -56,10 +56,7 @@ impl DatasetBinding {
                 ),
             })?;
         match self.records.get(&wanted) {
-            Some(record) => Ok(match &self.projection {
-                Some(props) => project(record, props),
-                None => record.clone(),
-            }),
+            Some(record) => Ok(record.clone()),
             None => match &self.not_found {
                 NotFoundPolicy::Result(value) => Ok(value.clone()),
                 NotFoundPolicy::Error => Err(CapabilityError::NotFound {

@@ -314,7 +314,8 @@ fn build_dataset(
                 format!("record #{i} of {shown} repeats key {key} (first at record #{first})"),
             ));
         }
-        // Checking every record now means a lookup can never fail output validation later.
+        // Kept as a lookup returns it, checked now: a lookup can never fail output validation
+        // later, and does nothing but find and copy.
         let returned = match &projection {
             Some(props) => dataset::project(&record, props),
             None => record.clone(),
@@ -328,12 +329,11 @@ fn build_dataset(
             ));
         }
         first_at.insert(key.clone(), i);
-        records.insert(key, record);
+        records.insert(key, returned);
     }
     Ok(DatasetBinding {
         input_field,
         records,
-        projection,
         not_found,
     })
 }
