@@ -233,15 +233,12 @@ impl Instantiated {
         }
         .await;
         match found {
-            Ok((alloc, run, memory)) => {
-                store.data_mut().memory = Some(memory);
-                Ok(Instantiated {
-                    store,
-                    alloc,
-                    run,
-                    memory,
-                })
-            }
+            Ok((alloc, run, memory)) => Ok(Instantiated {
+                store,
+                alloc,
+                run,
+                memory,
+            }),
             Err(e) => Err((store, e)),
         }
     }
@@ -278,7 +275,6 @@ pub(crate) async fn call_report(
     state.blocking = matches!(release, Release::Now);
     let mut call = match ready {
         Some(mut ready) => {
-            state.memory = Some(ready.memory);
             *ready.store.data_mut() = state;
             ready
         }
@@ -295,6 +291,8 @@ pub(crate) async fn call_report(
             }
         },
     };
+    // Host functions find the guest's memory here rather than by its export's name.
+    call.store.data_mut().memory = Some(call.memory);
     if let Err(error) = start_clock(
         &mut call.store,
         &sandbox.ticker,

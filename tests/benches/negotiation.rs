@@ -361,7 +361,7 @@ async fn load(base: &str, config: Config) -> Result<()> {
         }
         clients.push(client);
     }
-    let mut series: [LoadSeries; 2] = Default::default();
+    let mut series: [Series; 2] = Default::default();
     for _ in 0..config.load_rounds {
         for (message, s) in [&application, &text].into_iter().zip(series.iter_mut()) {
             let before = ProcessCounters::read(pid)?;
@@ -392,8 +392,9 @@ async fn load(base: &str, config: Config) -> Result<()> {
                 clients.push(client);
                 s.samples.extend(samples);
             }
-            s.elapsed += started.elapsed();
-            s.server = s.server.add(ProcessCounters::read(pid)?.since(before));
+            s.busy += started.elapsed();
+            let spent = ProcessCounters::read(pid)?.since(before);
+            s.server = Some(s.server.unwrap_or_default().add(spent));
         }
     }
     provider.stop();
@@ -401,25 +402,7 @@ async fn load(base: &str, config: Config) -> Result<()> {
     Ok(())
 }
 
-/// Latencies of one message kind under load, the time its rounds took, and the provider's
-/// counters over them.
-#[derive(Debug, Default)]
-struct LoadSeries {
-    samples: Vec<Duration>,
-    elapsed: Duration,
-    server: ProcessCounters,
-}
-
-impl LoadSeries {
-    fn per_second(&self) -> f64 {
-        self.samples.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
-    }
-    fn cpu_us(&self) -> f64 {
-        self.server.cpu_ns as f64 / 1e3 / self.samples.len().max(1) as f64
-    }
-}
-
-fn print_load(series: &[LoadSeries; 2], config: Config) {
+fn print_load(series: &[Series; 2], config: Config) {
     println!();
     println!(
         "(b) and (c) under load: {} WebSocket connections to the provider in its own process, each sending",
@@ -437,30 +420,29 @@ fn print_load(series: &[LoadSeries; 2], config: Config) {
         "{:<26} {:>8} {:>9} {:>8} {:>8} {:>7} {:>6} {:>5}",
         "message", "n", "req/s", "median", "p99", "CPU", "wait", "runs"
     );
+    let per_request = |s: &Series| s.server_per_request().unwrap_or_default();
     for (name, s) in ["(b) application 0-RTT", "(c) text"]
         .into_iter()
         .zip(series)
     {
-        let mut sorted = s.samples.clone();
-        sorted.sort_unstable();
-        let n = s.samples.len().max(1) as f64;
+        let server = per_request(s);
         println!(
             "{:<26} {:>8} {:>9.0} {:>8} {:>8} {:>7.1} {:>6.1} {:>5.2}",
             name,
             s.samples.len(),
             s.per_second(),
-            us(percentile(&sorted, 50.0)),
-            us(percentile(&sorted, 99.0)),
-            s.cpu_us(),
-            s.server.wait_ns as f64 / 1e3 / n,
-            s.server.runs as f64 / n,
+            us(s.median()),
+            us(s.p99()),
+            server.cpu_ns / 1e3,
+            server.wait_ns / 1e3,
+            server.runs,
         );
     }
     let [b, c] = series;
     println!(
         "(b)/(c): throughput {:.2}x, provider CPU per request {:.2}x",
         b.per_second() / c.per_second().max(1e-9),
-        b.cpu_us() / c.cpu_us().max(1e-9)
+        per_request(b).cpu_ns / per_request(c).cpu_ns.max(1e-9)
     );
 }
 
@@ -603,7 +585,8 @@ fn check_text(reply: &Message) -> Result<()> {
     }
 }
 
-/// Latencies of sequential request/reply exchanges over one connection.
+/// Latencies of request/reply exchanges of one kind (sequential over one connection, or under
+/// load over several) and the time they took.
 #[derive(Debug, Clone, Default)]
 struct Series {
     samples: Vec<Duration>,
@@ -636,14 +619,7 @@ impl Series {
     }
     /// The provider's counters per request.
     fn server_per_request(&self) -> Option<ProcessCounters<f64>> {
-        let total = self.server?;
-        let n = self.samples.len().max(1) as f64;
-        Some(ProcessCounters {
-            cpu_ns: total.cpu_ns as f64 / n,
-            wait_ns: total.wait_ns as f64 / n,
-            runs: total.runs as f64 / n,
-            faults: total.faults as f64 / n,
-        })
+        Some(self.server?.per(self.samples.len()))
     }
 }
 
@@ -694,6 +670,17 @@ impl ProcessCounters {
             wait_ns: self.wait_ns.saturating_sub(before.wait_ns),
             runs: self.runs.saturating_sub(before.runs),
             faults: self.faults.saturating_sub(before.faults),
+        }
+    }
+
+    /// Each counter divided by `n` requests.
+    fn per(self, n: usize) -> ProcessCounters<f64> {
+        let n = n.max(1) as f64;
+        ProcessCounters {
+            cpu_ns: self.cpu_ns as f64 / n,
+            wait_ns: self.wait_ns as f64 / n,
+            runs: self.runs as f64 / n,
+            faults: self.faults as f64 / n,
         }
     }
 
