@@ -132,6 +132,48 @@ async fn client_reuses_one_socket_and_oversized_messages_close_it() {
     app.stop().await;
 }
 
+/// Messages many times the size of one read (`server::WS_READ_CHUNK`) arrive whole, both ways:
+/// the request's keyword sits at its very end, and the reply echoes the request's large token.
+#[tokio::test]
+async fn messages_larger_than_one_read_arrive_whole_both_ways() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let size = 40 * parley::server::WS_READ_CHUNK;
+    let token = "t".repeat(size);
+    let request = Message::text("english", format!("{} help", "x".repeat(size))).with_submessage(
+        parley_nlip::Submessage::new(
+            parley_nlip::Format::Token,
+            "bench-correlation",
+            token.clone(),
+        ),
+    );
+    for (path, cbor) in [("/nlip/ws", true), ("/nlip/ws/text", false)] {
+        let mut client = NlipClient::connect(&app.ws(path), cbor)
+            .await
+            .expect("connect");
+        for _ in 0..2 {
+            let reply = client.send(&request).await.expect("reply");
+            assert_eq!(reply.status, 200, "{path}");
+            assert!(
+                reply
+                    .message
+                    .text_content()
+                    .expect("a text reply")
+                    .contains("getProductInfo"),
+                "{path}: the keyword at the end of the request was read: {:?}",
+                reply.message.text_content()
+            );
+            let echoed = reply
+                .message
+                .tokens()
+                .find(|t| t.subformat == "bench-correlation")
+                .expect("the token echoed");
+            assert_eq!(echoed.content.as_str(), Some(token.as_str()), "{path}");
+        }
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_server_sends_heartbeat_pings() {
     let dir = tempfile::tempdir().expect("tempdir");

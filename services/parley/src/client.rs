@@ -68,7 +68,12 @@ impl NlipClient {
                 cbor,
             },
             "ws" | "wss" => {
-                let (socket, _) = tokio_tungstenite::connect_async(url).await?;
+                // Reads of the server's size (see `WS_READ_CHUNK`), and no Nagle delay: one
+                // message is one write, answered before the next is sent.
+                let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                    .read_buffer_size(crate::server::WS_READ_CHUNK);
+                let (socket, _) =
+                    tokio_tungstenite::connect_async_with_config(url, Some(config), true).await?;
                 Transport::Ws {
                     socket: Box::new(socket),
                     cbor: !parsed.path().trim_end_matches('/').ends_with("/text"),
