@@ -360,7 +360,7 @@ fn main() {
 }
 
 /// Calls as a server makes them: from a tokio task that waits between two calls (here it
-/// yields), so each finished instance is reset in a task of its own after the answer. Once with
+/// yields); each finished instance is reset by the sandbox's reset thread after the answer. Once with
 /// `ready_instances = 0`, every call instantiating its instance on its way, and once with the
 /// default, the call taking an instance made ready after the previous call; in alternating blocks
 /// of 500, so that load from elsewhere falls on both alike.

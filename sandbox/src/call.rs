@@ -367,31 +367,71 @@ type Finished = (
     Weak<HandlerInner>,
 );
 
-/// Instances of finished calls waiting for their reset, and the instances made ready after it. A
-/// deferred instance is reset by a task spawned for it: tokio runs a task spawned from a worker
-/// right after the current one, on the same thread, so the reset happens once the caller has
-/// answered its peer (the caller's task yields when it waits for the next request). The same task
-/// then instantiates the handler again in that slot, ready for the handler's next call (see
-/// [`Ready`]). A caller that makes its next call without yielding first (a loop over test cases,
-/// say) finds the reset still pending and does it itself before taking an instance, so its next
-/// instance is the one just made, warm in the cache, rather than another slot. Outside a task (off
-/// a runtime, or blocking on one) the reset is done at once.
+/// Instances of finished calls waiting for their reset, and the instances made ready after it.
+///
+/// Resets run on a thread of their own in the idle scheduling class (`sandbox-reset`), which
+/// takes every pending instance, resets it and instantiates its handler again in that slot,
+/// ready for the handler's next call (see [`Ready`]). While instances keep coming it wakes on its
+/// own clock, every [`RESET_INTERVAL`], never woken by a call; with nothing pending it parks, and
+/// the first instance deferred after that unparks it. So a call hands its instance over with no
+/// more than a lock, and the reset runs where the request path does not: in the idle class, a
+/// worker or a peer that wakes up takes the core from it at once.
+///
+/// Before, the reset ran in a task on the worker that had just answered, right after the
+/// answer: the peer's thread woken by the answer is placed on the answering core (the wake-up
+/// says its waker is about to sleep), and waited there for the reset; and the worker saw the
+/// peer's next request only after it. A caller that finds no ready instance instantiates one in
+/// a free slot on its way; with no slot free, it resets the oldest pending instance itself and
+/// takes its slot. Outside a task (off a runtime, or blocking on one) the reset is done at once.
 pub(crate) struct Resets {
-    pending: std::sync::Mutex<Vec<Finished>>,
-    /// A reset task is spawned and has not started yet: no need for another. (A caller that
-    /// calls again without yielding would otherwise spawn one per call, and each spawn behind
-    /// another wakes a second worker to steal it.)
-    scheduled: std::sync::atomic::AtomicBool,
+    pending: std::sync::Mutex<std::collections::VecDeque<Finished>>,
+    /// The reset thread is parked (or about to): the next deferral unparks it.
+    parked: std::sync::atomic::AtomicBool,
     pub(crate) ready: Ready,
+    /// The reset thread; it ends when the last reference to these resets is gone.
+    worker: std::sync::OnceLock<std::thread::Thread>,
 }
 
+/// How often the reset thread looks for finished instances while they keep coming.
+pub(crate) const RESET_INTERVAL: Duration = Duration::from_micros(250);
+
 impl Resets {
-    pub(crate) fn new(ready: Ready) -> Self {
-        Resets {
+    /// Creates the resets and starts their thread.
+    pub(crate) fn start(ready: Ready) -> Result<Arc<Self>, SandboxError> {
+        let resets = Arc::new(Resets {
             pending: std::sync::Mutex::default(),
-            scheduled: std::sync::atomic::AtomicBool::new(false),
+            parked: std::sync::atomic::AtomicBool::new(false),
             ready,
-        }
+            worker: std::sync::OnceLock::new(),
+        });
+        let weak = Arc::downgrade(&resets);
+        let handle = std::thread::Builder::new()
+            .name("sandbox-reset".to_string())
+            .spawn(move || {
+                lower_priority();
+                loop {
+                    let Some(resets) = weak.upgrade() else { return };
+                    if resets.run() {
+                        drop(resets);
+                        std::thread::sleep(RESET_INTERVAL);
+                        continue;
+                    }
+                    // Announced before the last look: an instance deferred after it unparks
+                    // this thread (park's token makes an unpark before the park count).
+                    resets
+                        .parked
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                    let idle = resets.pending.lock().map_or(true, |p| p.is_empty());
+                    drop(resets);
+                    if idle {
+                        // The timeout only bounds how long a dropped sandbox's thread lingers.
+                        std::thread::park_timeout(Duration::from_secs(1));
+                    }
+                }
+            })
+            .map_err(|e| SandboxError::internal_with("starting the reset thread", e))?;
+        let _ = resets.worker.set(handle.thread().clone());
+        Ok(resets)
     }
 
     fn defer(
@@ -401,43 +441,75 @@ impl Resets {
         handler: Weak<HandlerInner>,
     ) {
         // Only a task yields to its runtime when it waits; a thread blocking on a runtime
-        // (`block_on`) is no worker, and a task spawned from it would be reset by another
-        // thread, racing the caller's next call for the slot.
-        let runtime = tokio::runtime::Handle::try_current()
-            .ok()
-            .filter(|_| tokio::task::try_id().is_some());
-        // Returning drops `store` and `slot`: the reset happens at once.
-        let Some(runtime) = runtime else { return };
+        // (`block_on`) resets its instance itself, as it blocks anyway.
+        if tokio::task::try_id().is_none() {
+            return;
+        }
         let Ok(mut pending) = self.pending.lock() else {
             return;
         };
-        pending.push((store, slot, handler));
+        pending.push_back((store, slot, handler));
         drop(pending);
-        if !self
-            .scheduled
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        if self.parked.swap(false, std::sync::atomic::Ordering::SeqCst)
+            && let Some(worker) = self.worker.get()
         {
-            runtime.spawn(async move {
-                // Cleared first: an instance deferred from now on needs a task of its own,
-                // unless this run takes it.
-                self.scheduled
-                    .store(false, std::sync::atomic::Ordering::Release);
-                self.run();
-            });
+            worker.unpark();
         }
     }
 
+    /// The slot of the oldest pending instance, reset here and now: for a caller that found no
+    /// slot free while the reset thread is behind (a busy machine starves it).
+    pub(crate) fn reclaim_one(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let (store, slot, _) = self.pending.lock().ok()?.pop_front()?;
+        // Outside the lock: dropping the store is the reset.
+        drop(store);
+        Some(slot)
+    }
+
     /// Resets every pending instance, then makes an instance ready in its slot for the handler
-    /// it ran, or frees the slot.
-    pub(crate) fn run(&self) {
-        let due = match self.pending.lock() {
-            Ok(mut pending) if !pending.is_empty() => std::mem::take(&mut *pending),
-            _ => return,
-        };
-        // Outside the lock: dropping the stores is the work.
-        for (store, slot, handler) in due {
+    /// it ran, or frees the slot. Whether there was any. Takes one at a time, so that a caller
+    /// can still reclaim the others while this thread waits for a core.
+    pub(crate) fn run(&self) -> bool {
+        let mut any = false;
+        loop {
+            let next = match self.pending.lock() {
+                Ok(mut pending) => pending.pop_front(),
+                Err(_) => None,
+            };
+            let Some(next) = next else { return any };
+            any = true;
+            let (store, slot, handler) = next;
+            // Outside the lock: dropping the store is the reset.
             drop(store);
             self.ready.refill(&handler, slot);
+        }
+    }
+}
+
+impl Drop for Resets {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.get() {
+            worker.unpark();
+        }
+    }
+}
+
+/// Puts the calling thread in the idle scheduling class (`SCHED_IDLE`), where the platform has
+/// one: it runs only on a core nothing else wants, and any other thread that wakes up there takes
+/// the core from it at once. (A nice value alone does not do that: a thread at nice 19 could keep
+/// its core for the rest of its time slice, up to milliseconds, after a worker woke.)
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy,
+            set_thread_priority_and_policy, thread_native_id,
+        };
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        if let Err(error) =
+            set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle)
+        {
+            tracing::debug!(?error, "the reset thread keeps its scheduling policy");
         }
     }
 }

@@ -361,7 +361,7 @@ impl Sandbox {
             .transpose()?;
         let slots = Arc::new(tokio::sync::Semaphore::new(config.pool_instances as usize));
         let ticker = Ticker::start(engine.clone())?;
-        let resets = Arc::new(call::Resets::new(call::Ready::new(&config)));
+        let resets = call::Resets::start(call::Ready::new(&config))?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -523,11 +523,16 @@ impl SandboxInner {
         ),
         SandboxError,
     > {
-        // A reset still pending from this caller's previous call goes first: the instance it
-        // makes ready, warm, is then the one this call gets.
-        self.resets.run();
         if let Some((ready, slot)) = self.resets.ready.take(&handler.inner) {
             return Ok((Some(ready), slot));
+        }
+        // None ready (the reset thread has not caught up): a free slot, instantiated on the way.
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return Ok((None, slot));
+        }
+        // None free: the oldest instance still waiting for its reset gives up its slot.
+        if let Some(slot) = self.resets.reclaim_one() {
+            return Ok((None, slot));
         }
         let slot = if wait {
             self.slot().await?

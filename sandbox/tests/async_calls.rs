@@ -99,7 +99,7 @@ fn plain_blocking(
 }
 
 /// Waits until the pool has a free slot (a finished async call frees its slot only once its
-/// instance has been reset, in a task of its own), taking it for one blocking call.
+/// instance has been reset, by the reset thread), taking it for one blocking call.
 async fn slot_freed(sandbox: &Sandbox, handler: &Handler) {
     let started = Instant::now();
     loop {
@@ -403,7 +403,7 @@ fn a_blocking_call_inside_a_tokio_task_survives_its_epoch_yields() {
     assert_eq!(out.output, json!({ "spun": true }));
 }
 
-/// Waits until the sandbox has `n` ready instances (made in a task after a call's answer).
+/// Waits until the sandbox has `n` ready instances (made by the reset thread after a call's answer).
 async fn ready(sandbox: &Sandbox, n: usize) {
     let started = Instant::now();
     while sandbox.ready_instances() != n {
@@ -488,6 +488,43 @@ async fn a_ready_instance_starts_its_call_as_fresh_as_a_new_one_with_that_call_s
     .expect("call");
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(off.ready_instances(), 0);
+}
+
+/// A finished call's instance is reset, and its handler made ready again, by the sandbox's own
+/// reset thread, not by the caller's runtime: here the runtime's only thread blocks right after
+/// the call, and the instance is made ready all the same.
+#[test]
+fn instances_are_reset_and_made_ready_off_the_caller_s_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let sandbox = sandbox(4, 1_000);
+        let handler = sandbox.publish(COUNTS).expect("publish");
+        for round in 1..=3 {
+            let out = spawn_call(
+                &sandbox,
+                &handler,
+                json!({}),
+                Grants::none(),
+                Arc::new(NoCapabilities),
+            )
+            .await
+            .expect("task")
+            .expect("call");
+            assert_eq!(out.output["calls"], 1, "round {round}: a fresh instance");
+            // Blocks the runtime's only thread: no task of it runs until this loop ends.
+            let started = Instant::now();
+            while sandbox.ready_instances() != 1 {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "round {round}: no instance was made ready"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
 }
 
 /// Calls `handler` on `input` from a task of its own.
