@@ -476,16 +476,7 @@ async fn a_ready_instance_starts_its_call_as_fresh_as_a_new_one_with_that_call_s
     })
     .expect("sandbox");
     let handler = off.publish(COUNTS).expect("publish");
-    spawn_call(
-        &off,
-        &handler,
-        json!({}),
-        Grants::none(),
-        Arc::new(NoCapabilities),
-    )
-    .await
-    .expect("task")
-    .expect("call");
+    call_from_a_task(&off, &handler).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(off.ready_instances(), 0);
 }
@@ -503,16 +494,7 @@ fn instances_are_reset_and_made_ready_off_the_caller_s_runtime() {
         let sandbox = sandbox(4, 1_000);
         let handler = sandbox.publish(COUNTS).expect("publish");
         for round in 1..=3 {
-            let out = spawn_call(
-                &sandbox,
-                &handler,
-                json!({}),
-                Grants::none(),
-                Arc::new(NoCapabilities),
-            )
-            .await
-            .expect("task")
-            .expect("call");
+            let out = call_from_a_task(&sandbox, &handler).await;
             assert_eq!(out.output["calls"], 1, "round {round}: a fresh instance");
             // Blocks the runtime's only thread: no task of it runs until this loop ends.
             let started = Instant::now();
@@ -525,6 +507,20 @@ fn instances_are_reset_and_made_ready_off_the_caller_s_runtime() {
             }
         }
     });
+}
+
+/// Calls `handler` on `{}` from a task of its own, with no grants, and expects an answer.
+async fn call_from_a_task(sandbox: &Sandbox, handler: &Handler) -> CallOutput {
+    spawn_call(
+        sandbox,
+        handler,
+        json!({}),
+        Grants::none(),
+        Arc::new(NoCapabilities),
+    )
+    .await
+    .expect("task")
+    .expect("call")
 }
 
 /// Calls `handler` on `input` from a task of its own.
