@@ -509,6 +509,55 @@ fn instances_are_reset_and_made_ready_off_the_caller_s_runtime() {
     });
 }
 
+/// The reset thread runs in the idle scheduling class (`SCHED_IDLE`, policy 5), so that any
+/// other thread waking on its core takes the core at once.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_reset_thread_runs_in_the_idle_scheduling_class() {
+    let sandbox = sandbox(2, 1_000);
+    // The scheduling policy of each reset thread of this process (other tests' sandboxes have
+    // theirs), by thread id: the 41st field of its stat line (`comm` has no spaces here).
+    let policy = |task: &std::path::Path| -> Option<u32> {
+        let name = std::fs::read_to_string(task.join("comm")).ok()?;
+        if name.trim_end() != "sandbox-reset" {
+            return None;
+        }
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        stat.split_whitespace().nth(40)?.parse().ok()
+    };
+    let reset_threads = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir("/proc/self/task")
+            .expect("the process's threads")
+            .filter_map(|task| task.ok().map(|t| t.path()))
+            .filter(|task| policy(task).is_some())
+            .collect()
+    };
+    // A new thread takes its name as it starts.
+    let started = Instant::now();
+    let mut tasks = reset_threads();
+    while tasks.is_empty() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+        tasks = reset_threads();
+    }
+    assert!(!tasks.is_empty(), "no sandbox-reset thread");
+    for task in tasks {
+        // A thread sets its class first thing; one that has just started gets a moment.
+        let started = Instant::now();
+        while let Some(seen) = policy(&task) {
+            if seen == 5 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{}: scheduling policy {seen}",
+                task.display()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    drop(sandbox);
+}
+
 /// Calls `handler` on `{}` from a task of its own, with no grants, and expects an answer.
 async fn call_from_a_task(sandbox: &Sandbox, handler: &Handler) -> CallOutput {
     spawn_call(
