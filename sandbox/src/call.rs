@@ -388,6 +388,8 @@ pub(crate) struct Resets {
     /// The reset thread is parked (or about to): the next deferral unparks it.
     parked: std::sync::atomic::AtomicBool,
     pub(crate) ready: Ready,
+    /// The pool's slots for calls: a ready instance takes one.
+    slots: Arc<tokio::sync::Semaphore>,
     /// The reset thread; it ends when the last reference to these resets is gone.
     worker: std::sync::OnceLock<std::thread::Thread>,
 }
@@ -397,11 +399,15 @@ pub(crate) const RESET_INTERVAL: Duration = Duration::from_micros(250);
 
 impl Resets {
     /// Creates the resets and starts their thread.
-    pub(crate) fn start(ready: Ready) -> Result<Arc<Self>, SandboxError> {
+    pub(crate) fn start(
+        ready: Ready,
+        slots: Arc<tokio::sync::Semaphore>,
+    ) -> Result<Arc<Self>, SandboxError> {
         let resets = Arc::new(Resets {
             pending: std::sync::Mutex::default(),
             parked: std::sync::atomic::AtomicBool::new(false),
             ready,
+            slots,
             worker: std::sync::OnceLock::new(),
         });
         let weak = Arc::downgrade(&resets);
@@ -479,9 +485,12 @@ impl Resets {
             let Some(next) = next else { return any };
             any = true;
             let (store, slot, handler) = next;
+            // The slot goes back first, and the store is reset in the pool's reserved slot: were
+            // this thread kept off the cores from here on, no caller would wait for it.
+            drop(slot);
             // Outside the lock: dropping the store is the reset.
             drop(store);
-            self.ready.refill(&handler, slot);
+            self.ready.refill(&handler, &self.slots);
         }
     }
 }
@@ -584,8 +593,9 @@ impl Ready {
     /// Makes an instance of `handler` ready in `slot`, unless readiness is off, the handler is
     /// gone or no other slot is free (a call may be waiting for this one), in which case the slot
     /// is freed. The oldest ready instance makes room if needed.
-    fn refill(&self, handler: &Weak<HandlerInner>, slot: tokio::sync::OwnedSemaphorePermit) {
-        if self.capacity == 0 || slot.semaphore().available_permits() == 0 {
+    fn refill(&self, handler: &Weak<HandlerInner>, slots: &Arc<tokio::sync::Semaphore>) {
+        // One slot for this instance and one left free: a call may be waiting for it.
+        if self.capacity == 0 || slots.available_permits() < 2 {
             return;
         }
         let Some(strong) = handler.upgrade() else {
@@ -599,10 +609,14 @@ impl Ready {
             0,
         );
         // Instantiation runs no guest code and nothing in it waits: it completes in one poll.
+        // In the pool's reserved slot (see `engine::RESET_INSTANCES`) until it takes a free one.
         let Some(Ok(instance)) = Instantiated::new(&strong, state).now_or_never() else {
             return;
         };
         drop(strong);
+        let Ok(slot) = Arc::clone(slots).try_acquire_owned() else {
+            return;
+        };
         // Dropped outside the lock: dropping a store resets its instance.
         let mut evicted = Vec::new();
         if let Ok(mut parked) = self.parked.lock() {

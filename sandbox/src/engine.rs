@@ -24,6 +24,11 @@ const FIBER_HOST_STACK: usize = 1024 * 1024;
 /// in the same pool (see `publish::PublishSlots`).
 pub(crate) const PUBLISH_INSTANCES: u32 = 2;
 
+/// Instance slots for the reset thread, beside the `pool_instances` for calls: the finished
+/// instance it resets, and then the instance it makes ready, until that takes a call's slot. It
+/// gives a finished call's slot back before it starts, so a caller never waits for it.
+pub(crate) const RESET_INSTANCES: u32 = 1;
+
 /// How long the epoch ticker keeps ticking after the last store is gone before it parks. Under
 /// steady traffic stores come and go all the time; parking after each one would cost a thread
 /// wake-up per call.
@@ -35,10 +40,13 @@ const TICKER_LINGER: Duration = Duration::from_millis(50);
 /// A call (or publish) is two core instances in one store: the handler's memory image, which
 /// defines the memory, and the runtime code, which imports it and defines the table. So the pool
 /// has two instances, one memory, one table and one fiber stack per call, for `pool_instances`
-/// calls plus [`PUBLISH_INSTANCES`] publishes.
+/// calls plus [`PUBLISH_INSTANCES`] publishes and [`RESET_INSTANCES`].
 pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
     let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
-    let stores = config.pool_instances.saturating_add(PUBLISH_INSTANCES);
+    let stores = config
+        .pool_instances
+        .saturating_add(PUBLISH_INSTANCES)
+        .saturating_add(RESET_INSTANCES);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_core_instances(stores.saturating_mul(2))
         .total_stacks(stores)

@@ -361,7 +361,7 @@ impl Sandbox {
             .transpose()?;
         let slots = Arc::new(tokio::sync::Semaphore::new(config.pool_instances as usize));
         let ticker = Ticker::start(engine.clone())?;
-        let resets = call::Resets::start(call::Ready::new(&config))?;
+        let resets = call::Resets::start(call::Ready::new(&config), Arc::clone(&slots))?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
