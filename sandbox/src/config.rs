@@ -42,7 +42,8 @@ pub struct SandboxConfig {
     pub max_host_calls: u32,
     /// Instance slots in wasmtime's pooling allocator: the most calls running at once (each holds two
     /// core instances, the handler's memory image and the runtime code; publishes have two slots of
-    /// their own on top). An async call waits for a free slot up to `deadline_ms`, then fails with
+    /// their own on top, the reset thread one). An async call waits for a free slot up to
+    /// `deadline_ms`, then fails with
     /// `overloaded`; a blocking call fails at once.
     pub pool_instances: u32,
     /// Instances kept instantiated ahead for the handlers called last, each holding one of the
