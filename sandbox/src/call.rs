@@ -370,8 +370,8 @@ type Finished = (
 /// Instances of finished calls waiting for their reset, and the instances made ready after it.
 ///
 /// Resets run on a thread of their own in the idle scheduling class (`sandbox-reset`), which
-/// takes every pending instance, resets it and instantiates its handler again in that slot,
-/// ready for the handler's next call (see [`Ready`]). While instances keep coming it wakes on its
+/// takes every pending instance, gives its slot back, resets it and instantiates its handler
+/// again, ready for the handler's next call (see [`Ready`]). While instances keep coming it wakes on its
 /// own clock, every [`RESET_INTERVAL`], never woken by a call; with nothing pending it parks, and
 /// the first instance deferred after that unparks it. So a call hands its instance over with no
 /// more than a lock, and the reset runs where the request path does not: in the idle class, a
@@ -472,10 +472,10 @@ impl Resets {
         Some(slot)
     }
 
-    /// Resets every pending instance, then makes an instance ready in its slot for the handler
-    /// it ran, or frees the slot. Whether there was any. Takes one at a time, so that a caller
-    /// can still reclaim the others while this thread waits for a core.
-    pub(crate) fn run(&self) -> bool {
+    /// Resets every pending instance and makes an instance of the handler it ran ready (see
+    /// [`Ready::refill`]). Whether there was any. Takes one at a time, so that a caller can still
+    /// reclaim the others while this thread waits for a core.
+    fn run(&self) -> bool {
         let mut any = false;
         loop {
             let next = match self.pending.lock() {
@@ -590,9 +590,9 @@ impl Ready {
         oldest.is_some()
     }
 
-    /// Makes an instance of `handler` ready in `slot`, unless readiness is off, the handler is
-    /// gone or no other slot is free (a call may be waiting for this one), in which case the slot
-    /// is freed. The oldest ready instance makes room if needed.
+    /// Makes an instance of `handler` ready in one of `slots`, unless readiness is off, the handler
+    /// is gone or fewer than two slots are free (a call may be waiting for one). The oldest ready
+    /// instance makes room if needed.
     fn refill(&self, handler: &Weak<HandlerInner>, slots: &Arc<tokio::sync::Semaphore>) {
         // One slot for this instance and one left free: a call may be waiting for it.
         if self.capacity == 0 || slots.available_permits() < 2 {

@@ -43,8 +43,7 @@ pub struct SandboxConfig {
     /// Instance slots in wasmtime's pooling allocator: the most calls running at once (each holds two
     /// core instances, the handler's memory image and the runtime code; publishes have two slots of
     /// their own on top, the reset thread one). An async call waits for a free slot up to
-    /// `deadline_ms`, then fails with
-    /// `overloaded`; a blocking call fails at once.
+    /// `deadline_ms`, then fails with `overloaded`; a blocking call fails at once.
     pub pool_instances: u32,
     /// Instances kept instantiated ahead for the handlers called last, each holding one of the
     /// `pool_instances` slots until a call of its handler takes it (or a call that finds no free

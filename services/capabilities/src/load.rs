@@ -318,7 +318,7 @@ fn build_dataset(
         // later, and does nothing but find and copy.
         let returned = match &projection {
             Some(props) => dataset::project(&record, props),
-            None => record.clone(),
+            None => record,
         };
         if let Some(message) = schema_errors(schemas.output_validator, &returned) {
             return Err(ctx.err(
