@@ -63,6 +63,11 @@ pub struct SandboxConfig {
     /// Whether the server compiles the runtime's code (or loads it from the artifact cache) in the
     /// background at start, so that the first negotiation does not pay for that.
     pub warm_up: bool,
+    /// Whether wasmtime writes `/tmp/perf-<pid>.map`, which names the runtime's and the handlers'
+    /// compiled functions for Linux `perf` (`perf record -p <pid>`, then `perf report`). For
+    /// profiling handlers; the file grows with every module compiled or loaded, so it is off
+    /// unless set.
+    pub perf_map: bool,
 }
 
 impl Default for SandboxConfig {
@@ -85,6 +90,7 @@ impl Default for SandboxConfig {
             pool_keep_resident_bytes: 4 * MIB,
             cache_dir: None,
             warm_up: true,
+            perf_map: false,
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    ProfilingStrategy,
 };
 
 use crate::config::SandboxConfig;
@@ -74,6 +75,9 @@ pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    if config.perf_map {
+        wasm.profiler(ProfilingStrategy::PerfMap);
+    }
     Engine::new(&wasm).map_err(|e| SandboxError::wasmtime("creating the wasmtime engine", e))
 }
 

@@ -216,3 +216,41 @@ async fn a_mapping_s_capability_is_cancelled_at_the_deadline() {
         .expect("in time");
     assert_eq!(out.output["name"], "late");
 }
+
+/// `perf_map` names the compiled guest functions for `perf`: the runtime's exports are in
+/// `/tmp/perf-<pid>.map` once a sandbox with it has published and called a handler. (Other
+/// tests of this binary share the pid but not the setting, so only this sandbox writes there.)
+#[test]
+fn perf_map_names_the_guest_functions_for_perf() {
+    let path = std::path::PathBuf::from(format!("/tmp/perf-{}.map", std::process::id()));
+    let named = || {
+        std::fs::read_to_string(&path)
+            .is_ok_and(|map| map.lines().any(|line| line.ends_with(" parley_run")))
+    };
+    assert!(!named(), "nothing wrote {} before", path.display());
+    let sandbox = Sandbox::new(SandboxConfig {
+        perf_map: true,
+        pool_instances: 2,
+        warm_up: false,
+        ..SandboxConfig::default()
+    })
+    .expect("valid config");
+    let handler = sandbox
+        .publish_as(Dialect::Mapping, &product_mapping().to_string())
+        .expect("a valid mapping publishes");
+    let answer = sandbox
+        .call_blocking(
+            &handler,
+            &json!({ "messageId": "m1", "productId": 1 }),
+            &grants(),
+            Arc::new(Catalogue::default()),
+        )
+        .expect("the call succeeds");
+    assert_eq!(answer.output["name"], "Kettle");
+    let map = std::fs::read_to_string(&path).expect("the perf map was written");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        map.lines().any(|line| line.ends_with(" parley_run")),
+        "the runtime's entry point is named in the map"
+    );
+}

@@ -29,7 +29,8 @@
 //! `BENCH_REQUESTS` (measured requests per message kind and transport, default 3000),
 //! `BENCH_WARMUP_REQUESTS` (default 300), `BENCH_PARTS` (`a`, `bc`, `models`; default all),
 //! `BENCH_PROVIDERS` (the providers of (b) and (c): `in-process`, `own-process`, `javascript`;
-//! default all).
+//! default all), `BENCH_TRANSPORTS` (`http`, `ws`; default both) and `BENCH_MESSAGES` (`b`, `c`;
+//! default both: one of them alone, to profile it without the other's work in between).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -108,6 +109,9 @@ struct Config {
     load_round: Duration,
     /// Which providers (b) and (c) run against: in this process, in its own, serving JavaScript.
     providers: [bool; 3],
+    /// Over which transports (HTTP, WebSocket), and which of the two messages: (b), (c).
+    transports: [bool; 2],
+    messages: [bool; 2],
 }
 
 impl Config {
@@ -144,6 +148,11 @@ impl Config {
             load_rounds: num("BENCH_LOAD_ROUNDS", 3)?.clamp(1, 100),
             load_round: Duration::from_millis(num("BENCH_LOAD_MS", 1000)?.clamp(100, 60_000) as u64),
             providers: pick("BENCH_PROVIDERS", PROVIDERS)?,
+            transports: pick("BENCH_TRANSPORTS", ["http", "ws"])?,
+            messages: match pick("BENCH_MESSAGES", ["b", "c"])? {
+                [false, false] => return Err("BENCH_MESSAGES: pick b, c or both".into()),
+                picked => picked,
+            },
         })
     }
 }
@@ -264,7 +273,8 @@ async fn latency(base: &str, config: Config) -> Result<()> {
             format!("http://{addr}/nlip"),
             format!("ws://{addr}/nlip/ws"),
         ];
-        for (label, url) in labels.into_iter().zip(urls) {
+        let picked = labels.into_iter().zip(urls).zip(config.transports);
+        for (label, url) in picked.filter_map(|(pair, on)| on.then_some(pair)) {
             let client = NlipClient::connect(&url, false)
                 .await
                 .map_err(|e| format!("connect {url}: {e}"))?;
@@ -275,11 +285,23 @@ async fn latency(base: &str, config: Config) -> Result<()> {
                 peer: addr,
                 server_pid,
             };
-            let [b, c] = driver
-                .alternate([Op::Send(&application), Op::Send(&text)], config)
-                .await?;
-            rows.push((label, "(b) application 0-RTT", b));
-            rows.push((label, "(c) text", c));
+            match config.messages {
+                [true, true] => {
+                    let [b, c] = driver
+                        .alternate([Op::Send(&application), Op::Send(&text)], config)
+                        .await?;
+                    rows.push((label, "(b) application 0-RTT", b));
+                    rows.push((label, "(c) text", c));
+                }
+                [true, false] => {
+                    let [b] = driver.alternate([Op::Send(&application)], config).await?;
+                    rows.push((label, "(b) application 0-RTT", b));
+                }
+                _ => {
+                    let [c] = driver.alternate([Op::Send(&text)], config).await?;
+                    rows.push((label, "(c) text", c));
+                }
+            }
         }
     }
     if let Some(provider) = provider {
