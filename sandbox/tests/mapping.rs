@@ -6,7 +6,9 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use parley_sandbox::{CapabilityFuture, CapabilityHost, Dialect, Grants, Sandbox, SandboxConfig};
+use parley_sandbox::{
+    CapabilityFuture, CapabilityHost, Dialect, Grants, Handler, Sandbox, SandboxConfig,
+};
 use serde_json::{Value, json};
 
 /// A product lookup: `getProductInfo(productId)`, answering with the product or a status.
@@ -153,16 +155,21 @@ fn a_mapping_gets_only_its_grants() {
     assert_eq!(error.code(), "capability_refused", "{error}");
 }
 
-#[test]
-fn a_mapping_call_keeps_the_input_limit() {
-    let sandbox = Sandbox::new(SandboxConfig {
-        input_bytes: 64,
-        ..SandboxConfig::default()
-    })
-    .expect("valid config");
+/// A sandbox of its own with `config`, and the product mapping published in it.
+fn own_sandbox(config: SandboxConfig) -> (Sandbox, Handler) {
+    let sandbox = Sandbox::new(config).expect("valid config");
     let handler = sandbox
         .publish_as(Dialect::Mapping, &product_mapping().to_string())
-        .expect("publish");
+        .expect("a valid mapping publishes");
+    (sandbox, handler)
+}
+
+#[test]
+fn a_mapping_call_keeps_the_input_limit() {
+    let (sandbox, handler) = own_sandbox(SandboxConfig {
+        input_bytes: 64,
+        ..SandboxConfig::default()
+    });
     let error = sandbox
         .call_blocking(
             &handler,
@@ -228,16 +235,12 @@ fn perf_map_names_the_guest_functions_for_perf() {
             .is_ok_and(|map| map.lines().any(|line| line.ends_with(" parley_run")))
     };
     assert!(!named(), "nothing wrote {} before", path.display());
-    let sandbox = Sandbox::new(SandboxConfig {
+    let (sandbox, handler) = own_sandbox(SandboxConfig {
         perf_map: true,
         pool_instances: 2,
         warm_up: false,
         ..SandboxConfig::default()
-    })
-    .expect("valid config");
-    let handler = sandbox
-        .publish_as(Dialect::Mapping, &product_mapping().to_string())
-        .expect("a valid mapping publishes");
+    });
     let answer = sandbox
         .call_blocking(
             &handler,
