@@ -250,10 +250,11 @@ fn perf_map_names_the_guest_functions_for_perf() {
         )
         .expect("the call succeeds");
     assert_eq!(answer.output["name"], "Kettle");
-    let map = std::fs::read_to_string(&path).expect("the perf map was written");
+    let written = named();
     let _ = std::fs::remove_file(&path);
     assert!(
-        map.lines().any(|line| line.ends_with(" parley_run")),
-        "the runtime's entry point is named in the map"
+        written,
+        "the runtime's entry point is named in {}",
+        path.display()
     );
 }

@@ -285,22 +285,19 @@ async fn latency(base: &str, config: Config) -> Result<()> {
                 peer: addr,
                 server_pid,
             };
-            match config.messages {
-                [true, true] => {
-                    let [b, c] = driver
-                        .alternate([Op::Send(&application), Op::Send(&text)], config)
-                        .await?;
-                    rows.push((label, "(b) application 0-RTT", b));
-                    rows.push((label, "(c) text", c));
-                }
-                [true, false] => {
-                    let [b] = driver.alternate([Op::Send(&application)], config).await?;
-                    rows.push((label, "(b) application 0-RTT", b));
-                }
-                _ => {
-                    let [c] = driver.alternate([Op::Send(&text)], config).await?;
-                    rows.push((label, "(c) text", c));
-                }
+            let messages = [
+                ("(b) application 0-RTT", Op::Send(&application)),
+                ("(c) text", Op::Send(&text)),
+            ];
+            let picked: Vec<_> = messages
+                .into_iter()
+                .zip(config.messages)
+                .filter_map(|(message, on)| on.then_some(message))
+                .collect();
+            let ops: Vec<Op<'_>> = picked.iter().map(|(_, op)| *op).collect();
+            let series = driver.alternate_ops(&ops, config).await?;
+            for ((name, _), s) in picked.into_iter().zip(series) {
+                rows.push((label, name, s));
             }
         }
     }
@@ -796,19 +793,27 @@ impl Driver {
         }
     }
 
-    /// Warm-up, then `requests` exchanges of each op, sequentially, in alternating blocks
-    /// of 100 so that outside load falls on every series alike.
+    /// [`Driver::alternate_ops`] for a fixed number of ops.
     async fn alternate<const N: usize>(
         &mut self,
         ops: [Op<'_>; N],
         config: Config,
     ) -> Result<[Series; N]> {
+        let series = self.alternate_ops(&ops, config).await?;
+        series
+            .try_into()
+            .map_err(|_| "one series per op".to_string())
+    }
+
+    /// Warm-up, then `requests` exchanges of each op, sequentially, in alternating blocks
+    /// of 100 so that outside load falls on every series alike.
+    async fn alternate_ops(&mut self, ops: &[Op<'_>], config: Config) -> Result<Vec<Series>> {
         for _ in 0..config.warmup {
             for op in ops {
-                self.exec(op).await?;
+                self.exec(*op).await?;
             }
         }
-        let mut series: [Series; N] = std::array::from_fn(|_| Series::default());
+        let mut series: Vec<Series> = ops.iter().map(|_| Series::default()).collect();
         const BLOCK: usize = 100;
         let mut done = 0;
         while done < config.requests {
