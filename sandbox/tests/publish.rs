@@ -418,7 +418,14 @@ fn handlers_of_one_sandbox_keep_their_own_state_call_after_call() {
 
 #[test]
 fn only_one_publish_per_sandbox_compiles_even_when_they_race() {
-    let sandbox = Sandbox::new(config()).expect("valid config");
+    // Three racers share the two publish slots, and the third waits for one up to the publish
+    // deadline: on a two-core machine busy with this binary's other tests, the first two can
+    // hold them for longer than `config()`'s second (a CI run failed once with `overloaded`).
+    let sandbox = Sandbox::new(SandboxConfig {
+        publish_deadline_ms: 30_000,
+        ..config()
+    })
+    .expect("valid config");
     let handlers: Vec<_> = std::thread::scope(|scope| {
         let racers: Vec<_> = (0..3)
             .map(|n| {
