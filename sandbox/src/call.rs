@@ -207,8 +207,7 @@ pub(crate) fn outcome(output: Option<(u32, Vec<u8>)>) -> Result<serde_json::Valu
 /// entry points the call uses. A store holds exactly one of these, and a call runs in exactly one.
 pub(crate) struct Instantiated {
     store: Store<CallState>,
-    alloc: TypedFunc<u32, u32>,
-    run: TypedFunc<(u32, u32), ()>,
+    run: TypedFunc<u32, ()>,
     memory: Memory,
 }
 
@@ -226,19 +225,13 @@ impl Instantiated {
                 .instantiate(&mut store, &handler.image)
                 .await?;
             let entry = &handler.runtime.entry;
-            let alloc = Entry::func::<u32, u32>(&instance, &mut store, &entry.alloc)?;
-            let run = Entry::func::<(u32, u32), ()>(&instance, &mut store, &entry.run)?;
+            let run = Entry::func::<u32, ()>(&instance, &mut store, &entry.run)?;
             let memory = entry.memory(&instance, &mut store)?;
-            wasmtime::Result::Ok((alloc, run, memory))
+            wasmtime::Result::Ok((run, memory))
         }
         .await;
         match found {
-            Ok((alloc, run, memory)) => Ok(Instantiated {
-                store,
-                alloc,
-                run,
-                memory,
-            }),
+            Ok((run, memory)) => Ok(Instantiated { store, run, memory }),
             Err(e) => Err((store, e)),
         }
     }
@@ -250,7 +243,7 @@ impl Instantiated {
 pub(crate) async fn call_report(
     sandbox: &SandboxInner,
     handler: &Handler,
-    input: &[u8],
+    input: Vec<u8>,
     grants: Grants,
     host: Arc<dyn CapabilityHost>,
     ready: Option<Instantiated>,
@@ -301,17 +294,12 @@ pub(crate) async fn call_report(
     ) {
         return failed(error);
     }
-    let Instantiated {
-        mut store,
-        alloc,
-        run,
-        memory,
-    } = call;
+    let Instantiated { mut store, run, .. } = call;
     let ran = async {
+        // The guest takes its input with `host_take`, as it takes a capability's reply.
         let len = u32::try_from(input.len())?;
-        let ptr = alloc.call_async(&mut store, len).await?;
-        memory.write(&mut store, ptr as usize, input)?;
-        run.call_async(&mut store, (ptr, len)).await
+        store.data_mut().pending = input;
+        run.call_async(&mut store, len).await
     }
     .await;
     let trapped = ran

@@ -102,8 +102,9 @@ pub(crate) struct CallState {
     grants: Grants,
     host: Arc<dyn CapabilityHost>,
     host_calls: u32,
-    /// The reply of the last `host_call`, waiting for `host_take`.
-    pending: Vec<u8>,
+    /// What waits for `host_take`: the input of `parley_load` or `parley_run` when it starts, then
+    /// the reply of the last `host_call`.
+    pub(crate) pending: Vec<u8>,
     pub logs: Vec<LogLine>,
     log_bytes: u64,
     pub logs_truncated: bool,

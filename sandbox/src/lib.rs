@@ -454,7 +454,7 @@ impl Sandbox {
         call::call_report(
             &self.inner,
             handler,
-            &input,
+            input,
             grants.clone(),
             host,
             ready,
@@ -480,7 +480,7 @@ impl Sandbox {
             call::call_report(
                 &self.inner,
                 handler,
-                &input,
+                input,
                 grants.clone(),
                 host,
                 ready,
@@ -633,7 +633,7 @@ pub fn run_once_report(
     futures::executor::block_on(call::call_report(
         &sandbox.inner,
         &handler,
-        &input,
+        input,
         grants,
         host,
         None,

@@ -175,13 +175,13 @@ fn load(sandbox: &SandboxInner, runtime: &Runtime, source: &str) -> Result<Vec<u
     let memory = entry
         .memory(&instance, &mut store)
         .map_err(|e| SandboxError::wasmtime("the runtime's memory", e))?;
+    store.data_mut().memory = Some(memory);
     let loaded = futures::executor::block_on(async {
-        let alloc = Entry::func::<u32, u32>(&instance, &mut store, &entry.alloc)?;
-        let load = Entry::func::<(u32, u32), u32>(&instance, &mut store, &entry.load)?;
+        let load = Entry::func::<u32, u32>(&instance, &mut store, &entry.load)?;
         let len = u32::try_from(source.len())?;
-        let ptr = alloc.call_async(&mut store, len).await?;
-        memory.write(&mut store, ptr as usize, source.as_bytes())?;
-        load.call_async(&mut store, (ptr, len)).await
+        // The guest takes the source with `host_take`, as it takes a capability's reply.
+        store.data_mut().pending = source.as_bytes().to_vec();
+        load.call_async(&mut store, len).await
     });
     match loaded {
         Ok(0) => {}

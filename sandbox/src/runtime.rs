@@ -78,7 +78,6 @@ fn export_index(module: &Module, name: &str, what: &str) -> Result<ModuleExport,
 /// The code module's exports a call or a publish uses.
 #[derive(Clone)]
 pub(crate) struct Entry {
-    pub(crate) alloc: ModuleExport,
     pub(crate) load: ModuleExport,
     pub(crate) run: ModuleExport,
     pub(crate) memory: ModuleExport,
@@ -88,7 +87,6 @@ impl Entry {
     fn of(code: &Module) -> Result<Entry, SandboxError> {
         let export = |name: &str| export_index(code, name, "the runtime");
         Ok(Entry {
-            alloc: export("parley_alloc")?,
             load: export("parley_load")?,
             run: export("parley_run")?,
             memory: export("memory")?,
@@ -122,7 +120,7 @@ impl Entry {
 }
 
 /// Version of this crate's artifact format and guest ABI; bump to invalidate every cached artifact.
-const ARTIFACT_FORMAT: &str = "parley-sandbox-artifact-v2";
+const ARTIFACT_FORMAT: &str = "parley-sandbox-artifact-v3";
 
 /// The cache key of the compiled runtime code: sha256 over everything the artifact depends on.
 /// `code_sha256`, the hash of the code module itself, makes any change to the split transform a

@@ -634,3 +634,47 @@ async fn a_ready_instance_of_another_handler_gives_up_its_slot() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Hands a capability's arguments back as its result.
+#[derive(Debug)]
+struct Echo;
+
+impl CapabilityHost for Echo {
+    fn call(&self, _: &str, args: Value) -> CapabilityFuture {
+        Box::pin(std::future::ready(Ok(args)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guest_takes_its_whole_input_and_then_each_capability_reply() {
+    // The input waits for the guest's `host_take` as a capability's reply does (sandbox/ABI.md):
+    // whatever its size and characters, the handler sees every byte, and the reply that follows
+    // is the capability's, not what was left of the input.
+    const ECHOES: &str = r#"
+function handle(request) {
+  const back = host.call("echo", { text: request.text });
+  return { length: request.text.length, text: request.text, back: back.text };
+}"#;
+    let sandbox = sandbox(4, 5_000);
+    let handler = sandbox.publish(ECHOES).expect("publish");
+    let grants: Grants = ["echo"].into_iter().collect();
+    for text in [
+        String::new(),
+        "\"\\\n\u{1}".to_owned(),
+        "é漢字😀 \u{2028}".repeat(8_000),
+        "x".repeat(200_000),
+    ] {
+        let out = sandbox
+            .call(&handler, &json!({ "text": text }), &grants, Arc::new(Echo))
+            .await
+            .expect("call");
+        // JavaScript counts UTF-16 code units.
+        let length = text.encode_utf16().count();
+        assert_eq!(
+            out.output,
+            json!({ "length": length, "text": text, "back": text }),
+            "input of {} bytes",
+            text.len()
+        );
+    }
+}

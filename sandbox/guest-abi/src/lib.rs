@@ -2,8 +2,8 @@
 //! host functions of module `parley`, wrapped so that each `unsafe` block rests on the host's
 //! side of the contract, and the outcome kinds `output` takes.
 //!
-//! Each guest still defines its own exports (`parley_alloc`, `parley_load`, `parley_run`): an
-//! export belongs to the module that is built, so it is written there.
+//! Each guest still defines its own exports (`parley_load`, `parley_run`): an export belongs to
+//! the module that is built, so it is written there.
 
 /// Outcome kinds reported through `parley.output`; mirrored by `OutcomeKind` on the host side.
 pub mod kind {
@@ -19,7 +19,9 @@ unsafe extern "C" {
     /// waiting) or `n < 0` on failure (an error message of `-n - 1` bytes is waiting). A refused
     /// capability or oversized arguments never return: the host ends the call.
     fn host_call(name_ptr: *const u8, name_len: u32, args_ptr: *const u8, args_len: u32) -> i32;
-    /// Copies the waiting result or error message (of the length `host_call` announced) to `dst`.
+    /// Copies the waiting bytes to `dst`: a `host_call`'s result or error message (of the length it
+    /// announced), or, at the start of `parley_load` and `parley_run`, their input (of the length
+    /// they were given).
     fn host_take(dst: *mut u8);
     /// Appends one log line (level 0 info, 1 warn, 2 error).
     fn log(level: u32, ptr: *const u8, len: u32);
@@ -39,21 +41,20 @@ pub fn log_line(level: u32, line: &str) {
     unsafe { log(level, line.as_ptr(), line.len() as u32) }
 }
 
-/// A buffer of `len` bytes for the host to fill, followed by a NUL byte so the guest can parse it in
-/// place. Leaked on purpose: an instance serves one call, and its whole memory goes with it.
-pub fn alloc_for_host(len: u32) -> *mut u8 {
-    let mut buffer = Vec::<u8>::with_capacity(len as usize + 1);
-    let ptr = buffer.as_mut_ptr();
-    std::mem::forget(buffer);
-    // SAFETY: within the buffer's capacity; the host writes the `len` bytes before it.
-    unsafe { ptr.add(len as usize).write(0) };
-    ptr
-}
-
-/// The `len` bytes the host wrote at `ptr`, a buffer it got from [`alloc_for_host`]`(len)`.
-pub fn bytes_from_host<'a>(ptr: *const u8, len: u32) -> &'a [u8] {
-    // SAFETY: the host wrote exactly `len` bytes at `ptr`, a buffer it got from `alloc_for_host(len)`.
-    unsafe { std::slice::from_raw_parts(ptr, len as usize) }
+/// The `len` bytes of input the host has waiting at the start of `parley_load` and `parley_run`,
+/// then a NUL byte (`len + 1` bytes in all), so the guest can parse them in place. Leaked on
+/// purpose: an instance serves one call, and its whole memory goes with it.
+pub fn take_input(len: u32) -> &'static [u8] {
+    let len = len as usize;
+    let mut buffer = Vec::<u8>::with_capacity(len + 1);
+    // SAFETY: the host writes exactly the `len` input bytes it announced into a buffer of more
+    // capacity than that; the NUL goes right after them.
+    unsafe {
+        host_take(buffer.as_mut_ptr());
+        buffer.as_mut_ptr().add(len).write(0);
+        buffer.set_len(len + 1);
+    }
+    buffer.leak()
 }
 
 /// Runs capability `name` with the JSON `args` through the host: the result's JSON text, or the

@@ -3,10 +3,9 @@
 //! The host (crate `parley-sandbox`) drives this module through a tiny ABI, documented in
 //! `sandbox/ABI.md`:
 //!
-//! * `parley_alloc(len) -> ptr` hands the host a buffer to write into (the handler source, the input);
-//! * `parley_load(ptr, len) -> status` evaluates the prelude and the handler source. The host calls it
+//! * `parley_load(len) -> status` evaluates the prelude and the handler source. The host calls it
 //!   once, at publish time, and then keeps the instance's memory as the handler's image;
-//! * `parley_run(ptr, len)` runs `handle(JSON.parse(input))` in a fresh instance of that image and
+//! * `parley_run(len)` runs `handle(JSON.parse(input))` in a fresh instance of that image and
 //!   reports the outcome through the `parley.output` import.
 //!
 //! Imports (module `parley`): `host_call`, `host_take`, `log`, `output`. WASI preview 1 imports are only
@@ -17,7 +16,7 @@
 
 use std::cell::RefCell;
 
-use parley_guest_abi::{self as abi, bytes_from_host, kind};
+use parley_guest_abi::{self as abi, kind};
 use rquickjs::{Array, Context, Ctx, Function, Object, Persistent, Runtime, Value};
 
 mod json;
@@ -51,13 +50,6 @@ const JS_MAX_STACK: usize = 1024 * 1024;
 
 fn report(kind: u32, text: &str) {
     abi::report(kind, text.as_bytes());
-}
-
-/// Allocates `len` bytes for the host to fill (see `parley_guest_abi::alloc_for_host`): the input
-/// is parsed in place (`parse_json`), up to the NUL after it.
-#[unsafe(no_mangle)]
-pub extern "C" fn parley_alloc(len: u32) -> *mut u8 {
-    abi::alloc_for_host(len)
 }
 
 fn describe_exception(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
@@ -291,8 +283,8 @@ fn load(source: &str) -> Result<Loaded, (u32, String)> {
 /// Evaluates the prelude and the handler source. Returns 0 on success; otherwise reports the reason
 /// through `parley.output` and returns 1.
 #[unsafe(no_mangle)]
-pub extern "C" fn parley_load(ptr: *const u8, len: u32) -> u32 {
-    let source = match std::str::from_utf8(bytes_from_host(ptr, len)) {
+pub extern "C" fn parley_load(len: u32) -> u32 {
+    let source = match std::str::from_utf8(&abi::take_input(len)[..len as usize]) {
         Ok(source) => source,
         Err(_) => {
             report(kind::INVALID_HANDLER, "the handler source is not UTF-8");
@@ -338,17 +330,17 @@ fn report_pair(ctx: &Ctx<'_>, result: rquickjs::Result<Value<'_>>) -> bool {
     }
 }
 
-/// Runs the handler on the JSON input at `ptr..ptr+len` and reports the outcome.
+/// Runs the handler on the `len` bytes of JSON input the host has waiting and reports the outcome.
 #[unsafe(no_mangle)]
-pub extern "C" fn parley_run(ptr: *const u8, len: u32) {
+pub extern "C" fn parley_run(len: u32) {
     LOADED.with(|cell| {
         let borrowed = cell.borrow();
         let Some(loaded) = borrowed.as_ref() else {
             report(kind::INTERNAL, "no handler is loaded");
             return;
         };
-        // The host's bytes and the NUL `parley_alloc` put after them.
-        let input = bytes_from_host(ptr, len + 1);
+        // The host's bytes and the NUL after them: `parse_json` parses in place.
+        let input = abi::take_input(len);
         let reported = loaded.context.with(|ctx| {
             let run = match loaded.run.clone().restore(&ctx) {
                 Ok(run) => run,

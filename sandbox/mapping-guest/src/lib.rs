@@ -6,10 +6,9 @@
 //! Same ABI as the JavaScript runtime (`sandbox/ABI.md`), with a mapping's JSON where that takes
 //! a handler's source:
 //!
-//! * `parley_alloc(len) -> ptr` hands the host a buffer to write into;
-//! * `parley_load(ptr, len) -> status` parses the mapping. The host calls it once, at publish time,
+//! * `parley_load(len) -> status` parses the mapping. The host calls it once, at publish time,
 //!   and keeps the instance's memory (the parsed mapping) as the handler's image;
-//! * `parley_run(ptr, len)` answers the request in a fresh instance of that image and reports the
+//! * `parley_run(len)` answers the request in a fresh instance of that image and reports the
 //!   outcome through the `parley.output` import.
 //!
 //! Imports (module `parley`): `host_call`, `host_take`, `output`. WASI imports: only those Rust's
@@ -19,7 +18,7 @@
 
 use std::cell::RefCell;
 
-use parley_guest_abi::{self as abi, bytes_from_host, kind, report};
+use parley_guest_abi::{self as abi, kind, report};
 use parley_mapping::Mapping;
 use serde_json::Value;
 
@@ -27,16 +26,11 @@ thread_local! {
     static MAPPING: RefCell<Option<Mapping>> = const { RefCell::new(None) };
 }
 
-/// Allocates `len` bytes for the host to fill (see `parley_guest_abi::alloc_for_host`).
+/// Parses the mapping, `len` bytes of JSON the host has waiting. 0 = loaded; otherwise the reason
+/// went to `output` as an invalid handler.
 #[unsafe(no_mangle)]
-pub extern "C" fn parley_alloc(len: u32) -> *mut u8 {
-    abi::alloc_for_host(len)
-}
-
-/// Parses the mapping. 0 = loaded; otherwise the reason went to `output` as an invalid handler.
-#[unsafe(no_mangle)]
-pub extern "C" fn parley_load(ptr: *const u8, len: u32) -> u32 {
-    match serde_json::from_slice::<Mapping>(bytes_from_host(ptr, len)) {
+pub extern "C" fn parley_load(len: u32) -> u32 {
+    match serde_json::from_slice::<Mapping>(&abi::take_input(len)[..len as usize]) {
         Ok(mapping) => {
             MAPPING.with(|slot| *slot.borrow_mut() = Some(mapping));
             0
@@ -61,10 +55,10 @@ fn call_capability(name: &str, args: Value) -> Result<Value, String> {
     }
 }
 
-/// Answers the request `ptr[..len]` (JSON) and reports the answer.
+/// Answers the request, `len` bytes of JSON the host has waiting, and reports the answer.
 #[unsafe(no_mangle)]
-pub extern "C" fn parley_run(ptr: *const u8, len: u32) {
-    let request: Value = match serde_json::from_slice(bytes_from_host(ptr, len)) {
+pub extern "C" fn parley_run(len: u32) {
+    let request: Value = match serde_json::from_slice(&abi::take_input(len)[..len as usize]) {
         Ok(request) => request,
         Err(error) => {
             report(
