@@ -296,9 +296,7 @@ pub(crate) async fn call_report(
     }
     let Instantiated { mut store, run, .. } = call;
     let ran = async {
-        // The guest takes its input with `host_take`, as it takes a capability's reply.
-        let len = u32::try_from(input.len())?;
-        store.data_mut().pending = input;
+        let len = store.data_mut().hand_input(input)?;
         run.call_async(&mut store, len).await
     }
     .await;

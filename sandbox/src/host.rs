@@ -104,7 +104,7 @@ pub(crate) struct CallState {
     host_calls: u32,
     /// What waits for `host_take`: the input of `parley_load` or `parley_run` when it starts, then
     /// the reply of the last `host_call`.
-    pub(crate) pending: Vec<u8>,
+    pending: Vec<u8>,
     pub logs: Vec<LogLine>,
     log_bytes: u64,
     pub logs_truncated: bool,
@@ -220,6 +220,14 @@ impl CallState {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// Leaves `input` waiting for the guest's `host_take`, as a capability's reply waits: how
+    /// `parley_load` and `parley_run` get theirs. Returns the length they are called with.
+    pub(crate) fn hand_input(&mut self, input: Vec<u8>) -> wasmtime::Result<u32> {
+        let len = u32::try_from(input.len())?;
+        self.pending = input;
+        Ok(len)
     }
 
     pub(crate) fn fail(&mut self, error: SandboxError) -> wasmtime::Error {
@@ -414,7 +422,8 @@ fn finish_host_call(
     Ok(if ok { len } else { -len - 1 })
 }
 
-/// `parley.host_take(dst)`: copies the pending reply into guest memory.
+/// `parley.host_take(dst)`: copies the pending bytes (an input, or a capability's reply) into
+/// guest memory.
 fn host_take(mut caller: Caller<'_, CallState>, dst: u32) -> wasmtime::Result<()> {
     let memory = memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);

@@ -178,9 +178,7 @@ fn load(sandbox: &SandboxInner, runtime: &Runtime, source: &str) -> Result<Vec<u
     store.data_mut().memory = Some(memory);
     let loaded = futures::executor::block_on(async {
         let load = Entry::func::<u32, u32>(&instance, &mut store, &entry.load)?;
-        let len = u32::try_from(source.len())?;
-        // The guest takes the source with `host_take`, as it takes a capability's reply.
-        store.data_mut().pending = source.as_bytes().to_vec();
+        let len = store.data_mut().hand_input(source.as_bytes().to_vec())?;
         load.call_async(&mut store, len).await
     });
     match loaded {

@@ -41,10 +41,17 @@ pub fn log_line(level: u32, line: &str) {
     unsafe { log(level, line.as_ptr(), line.len() as u32) }
 }
 
-/// The `len` bytes of input the host has waiting at the start of `parley_load` and `parley_run`,
-/// then a NUL byte (`len + 1` bytes in all), so the guest can parse them in place. Leaked on
-/// purpose: an instance serves one call, and its whole memory goes with it.
+/// The `len` bytes of input the host has waiting at the start of `parley_load` and `parley_run`.
 pub fn take_input(len: u32) -> &'static [u8] {
+    take_input_nul(len)
+        .split_last()
+        .map_or(&[], |(_, input)| input)
+}
+
+/// [`take_input`] with a NUL byte after the input (`len + 1` bytes in all), for a parser that
+/// reads up to it in place. Leaked on purpose: an instance serves one call, and its whole memory
+/// goes with it.
+pub fn take_input_nul(len: u32) -> &'static [u8] {
     let len = len as usize;
     let mut buffer = Vec::<u8>::with_capacity(len + 1);
     // SAFETY: the host writes exactly the `len` input bytes it announced into a buffer of more

@@ -284,7 +284,7 @@ fn load(source: &str) -> Result<Loaded, (u32, String)> {
 /// through `parley.output` and returns 1.
 #[unsafe(no_mangle)]
 pub extern "C" fn parley_load(len: u32) -> u32 {
-    let source = match std::str::from_utf8(&abi::take_input(len)[..len as usize]) {
+    let source = match std::str::from_utf8(abi::take_input(len)) {
         Ok(source) => source,
         Err(_) => {
             report(kind::INVALID_HANDLER, "the handler source is not UTF-8");
@@ -340,7 +340,7 @@ pub extern "C" fn parley_run(len: u32) {
             return;
         };
         // The host's bytes and the NUL after them: `parse_json` parses in place.
-        let input = abi::take_input(len);
+        let input = abi::take_input_nul(len);
         let reported = loaded.context.with(|ctx| {
             let run = match loaded.run.clone().restore(&ctx) {
                 Ok(run) => run,

@@ -30,7 +30,7 @@ thread_local! {
 /// went to `output` as an invalid handler.
 #[unsafe(no_mangle)]
 pub extern "C" fn parley_load(len: u32) -> u32 {
-    match serde_json::from_slice::<Mapping>(&abi::take_input(len)[..len as usize]) {
+    match serde_json::from_slice::<Mapping>(abi::take_input(len)) {
         Ok(mapping) => {
             MAPPING.with(|slot| *slot.borrow_mut() = Some(mapping));
             0
@@ -58,7 +58,7 @@ fn call_capability(name: &str, args: Value) -> Result<Value, String> {
 /// Answers the request, `len` bytes of JSON the host has waiting, and reports the answer.
 #[unsafe(no_mangle)]
 pub extern "C" fn parley_run(len: u32) {
-    let request: Value = match serde_json::from_slice(&abi::take_input(len)[..len as usize]) {
+    let request: Value = match serde_json::from_slice(abi::take_input(len)) {
         Ok(request) => request,
         Err(error) => {
             report(
