@@ -181,6 +181,45 @@ fn a_mapping_call_keeps_the_input_limit() {
     assert_eq!(error.code(), "input_too_large", "{error}");
 }
 
+/// A capability whose product name is `len` bytes long.
+#[derive(Debug)]
+struct LongName(usize);
+
+impl CapabilityHost for LongName {
+    fn call(&self, _: &str, _: Value) -> CapabilityFuture {
+        Box::pin(std::future::ready(Ok(
+            json!({ "name": "n".repeat(self.0) }),
+        )))
+    }
+}
+
+/// The runtime's allocator never frees within a call, so a call that needs more than the memory the
+/// handler's image keeps free grows memory, up to the limit; past it, the call runs out of memory,
+/// and the next call starts again from the image.
+#[test]
+fn a_mapping_call_grows_memory_up_to_the_limit_and_the_next_starts_afresh() {
+    let (sandbox, handler) = own_sandbox(SandboxConfig {
+        memory_bytes: 8 * 1024 * 1024,
+        input_bytes: 8 * 1024 * 1024,
+        host_call_result_bytes: 8 * 1024 * 1024,
+        ..SandboxConfig::default()
+    });
+    let request = json!({ "messageId": "m", "productId": 1 });
+    let call = |len| sandbox.call_blocking(&handler, &request, &grants(), Arc::new(LongName(len)));
+    // About 1.5 MB: the reply, its parsed form and the answer written out each hold the name, far
+    // more than the image keeps free.
+    let name_len = 500_000;
+    for _ in 0..3 {
+        let answer = call(name_len).expect("fits in the memory limit");
+        assert_eq!(answer.output["name"].as_str().map(str::len), Some(name_len));
+        assert_eq!(answer.output["code"], 200);
+    }
+    let error = call(3_000_000).expect_err("three copies of 3 MB do not fit in 8 MiB");
+    assert_eq!(error.code(), "out_of_memory", "{error}");
+    let answer = call(name_len).expect("a fresh instance after running out");
+    assert_eq!(answer.output["name"].as_str().map(str::len), Some(name_len));
+}
+
 /// A capability that takes its time.
 #[derive(Debug)]
 struct Slow(Duration);

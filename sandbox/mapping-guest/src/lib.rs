@@ -22,6 +22,120 @@ use parley_guest_abi::{self as abi, kind, report};
 use parley_mapping::Mapping;
 use serde_json::Value;
 
+/// Every allocation comes from one arena that only grows: an instance serves exactly one call, and
+/// its whole memory is reset after it, so freeing would only cost time.
+#[global_allocator]
+static ARENA: arena::Arena = arena::Arena::new();
+
+mod arena {
+    use core::alloc::{GlobalAlloc, Layout};
+    use core::cell::Cell;
+
+    const PAGE: usize = 65_536;
+
+    /// Bump allocation from the end of linear memory, growing it a page at a time as needed. The
+    /// last block can shrink or grow in place, and is given back when freed.
+    pub struct Arena {
+        next: Cell<usize>,
+        end: Cell<usize>,
+    }
+
+    // The guest is single-threaded (wasm32-wasip1 without threads).
+    unsafe impl Sync for Arena {}
+
+    impl Arena {
+        pub const fn new() -> Self {
+            Arena {
+                next: Cell::new(0),
+                end: Cell::new(0),
+            }
+        }
+
+        /// Takes `layout`'s block from the free part, if it fits there.
+        fn fit(&self, layout: Layout) -> Option<usize> {
+            if self.end.get() == 0 {
+                return None;
+            }
+            let align = layout.align() - 1;
+            let start = self.next.get().checked_add(align)? & !align;
+            let end = start.checked_add(layout.size())?;
+            if end > self.end.get() {
+                return None;
+            }
+            self.next.set(end);
+            Some(start)
+        }
+
+        /// Makes `[next, next + bytes)` available, growing memory if needed.
+        fn reserve(&self, bytes: usize) -> bool {
+            if self.end.get() == 0 {
+                let top = core::arch::wasm32::memory_size(0) * PAGE;
+                self.next.set(top);
+                self.end.set(top);
+            }
+            let Some(wanted) = self.next.get().checked_add(bytes) else {
+                return false;
+            };
+            if wanted <= self.end.get() {
+                return true;
+            }
+            let pages = (wanted - self.end.get()).div_ceil(PAGE);
+            if core::arch::wasm32::memory_grow(0, pages) == usize::MAX {
+                return false;
+            }
+            self.end.set(self.end.get() + pages * PAGE);
+            true
+        }
+    }
+
+    unsafe impl GlobalAlloc for Arena {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if let Some(at) = self.fit(layout) {
+                return at as *mut u8;
+            }
+            // Room for the block and its alignment; then it fits.
+            match layout.size().checked_add(layout.align()) {
+                Some(bytes) if self.reserve(bytes) => self
+                    .fit(layout)
+                    .map_or(core::ptr::null_mut(), |at| at as *mut u8),
+                _ => core::ptr::null_mut(),
+            }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            if ptr as usize + layout.size() == self.next.get() {
+                self.next.set(ptr as usize);
+            }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let at = ptr as usize;
+            if at + layout.size() == self.next.get() {
+                // The last block: it shrinks or grows where it is.
+                if new_size <= layout.size() || self.reserve(new_size - layout.size()) {
+                    self.next.set(at + new_size);
+                    return ptr;
+                }
+                return core::ptr::null_mut();
+            }
+            let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+                return core::ptr::null_mut();
+            };
+            let new = unsafe { self.alloc(new_layout) };
+            if !new.is_null() {
+                unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+            }
+            new
+        }
+    }
+
+    /// Grows memory now so that a call's allocations fit without growing it: the handler's image
+    /// is taken after `parley_load`, so every instance starts with this much free.
+    pub fn keep_free(bytes: usize) {
+        let _ = super::ARENA.reserve(bytes);
+    }
+}
+
 thread_local! {
     static MAPPING: RefCell<Option<Mapping>> = const { RefCell::new(None) };
 }
@@ -33,6 +147,7 @@ pub extern "C" fn parley_load(len: u32) -> u32 {
     match serde_json::from_slice::<Mapping>(abi::take_input(len)) {
         Ok(mapping) => {
             MAPPING.with(|slot| *slot.borrow_mut() = Some(mapping));
+            arena::keep_free(256 * 1024);
             0
         }
         Err(error) => {
