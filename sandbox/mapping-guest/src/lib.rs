@@ -27,6 +27,9 @@ use serde_json::Value;
 #[global_allocator]
 static ARENA: arena::Arena = arena::Arena::new();
 
+/// How much free memory `parley_load` leaves in the handler's image (it is taken after the load).
+const KEEP_FREE: usize = 256 * 1024;
+
 mod arena {
     use core::alloc::{GlobalAlloc, Layout};
     use core::cell::Cell;
@@ -52,10 +55,9 @@ mod arena {
         }
 
         /// Takes `layout`'s block from the free part, if it fits there.
+        /// (Before the first `reserve`, `end` is 0, so nothing fits: `GlobalAlloc` is never asked
+        /// for zero bytes.)
         fn fit(&self, layout: Layout) -> Option<usize> {
-            if self.end.get() == 0 {
-                return None;
-            }
             let align = layout.align() - 1;
             let start = self.next.get().checked_add(align)? & !align;
             let end = start.checked_add(layout.size())?;
@@ -67,7 +69,7 @@ mod arena {
         }
 
         /// Makes `[next, next + bytes)` available, growing memory if needed.
-        fn reserve(&self, bytes: usize) -> bool {
+        pub fn reserve(&self, bytes: usize) -> bool {
             if self.end.get() == 0 {
                 let top = core::arch::wasm32::memory_size(0) * PAGE;
                 self.next.set(top);
@@ -110,29 +112,27 @@ mod arena {
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
             let at = ptr as usize;
-            if at + layout.size() == self.next.get() {
-                // The last block: it shrinks or grows where it is.
-                if new_size <= layout.size() || self.reserve(new_size - layout.size()) {
+            let last = at + layout.size() == self.next.get();
+            if new_size <= layout.size() {
+                // Shrinks where it is; the last block gives its tail back.
+                if last {
                     self.next.set(at + new_size);
-                    return ptr;
                 }
-                return core::ptr::null_mut();
+                return ptr;
+            }
+            if last && self.reserve(new_size - layout.size()) {
+                self.next.set(at + new_size);
+                return ptr;
             }
             let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
                 return core::ptr::null_mut();
             };
             let new = unsafe { self.alloc(new_layout) };
             if !new.is_null() {
-                unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size)) };
+                unsafe { core::ptr::copy_nonoverlapping(ptr, new, layout.size()) };
             }
             new
         }
-    }
-
-    /// Grows memory now so that a call's allocations fit without growing it: the handler's image
-    /// is taken after `parley_load`, so every instance starts with this much free.
-    pub fn keep_free(bytes: usize) {
-        let _ = super::ARENA.reserve(bytes);
     }
 }
 
@@ -147,7 +147,8 @@ pub extern "C" fn parley_load(len: u32) -> u32 {
     match serde_json::from_slice::<Mapping>(abi::take_input(len)) {
         Ok(mapping) => {
             MAPPING.with(|slot| *slot.borrow_mut() = Some(mapping));
-            arena::keep_free(256 * 1024);
+            // Free memory in the image, so that a typical call never grows memory.
+            ARENA.reserve(KEEP_FREE);
             0
         }
         Err(error) => {
