@@ -16,8 +16,6 @@ mod json;
 
 use std::borrow::Cow;
 
-use base64::Engine as _;
-use cbor::Item;
 use serde_json::{Map, Value};
 
 use crate::message::{CONTROL, Content, Format, Message, Submessage};
@@ -147,93 +145,6 @@ impl Node for Value {
     }
 }
 
-impl Node for Item<'_> {
-    fn kind(&self) -> &'static str {
-        match self {
-            Item::Null => "null",
-            Item::Bool(_) => "a boolean",
-            Item::Integer(_) | Item::Float(_) => "a number",
-            Item::Text(_) => "a text string",
-            Item::Bytes(_) => "a byte string",
-            Item::Array(_) => "an array",
-            Item::Map(_) => "a map",
-            Item::Tag(..) => "a tagged item",
-        }
-    }
-    fn entries(&self) -> Option<Vec<(&str, &Self)>> {
-        let Item::Map(map) = self else { return None };
-        // A map with a non-text key cannot be an NLIP message; report it as "not a map".
-        map.iter()
-            .map(|(k, v)| k.as_text().map(|k| (k, v)))
-            .collect()
-    }
-    fn text(&self) -> Option<&str> {
-        self.as_text()
-    }
-    fn boolean(&self) -> Option<bool> {
-        match self {
-            Item::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-    fn items(&self) -> Option<&[Self]> {
-        match self {
-            Item::Array(items) => Some(items),
-            _ => None,
-        }
-    }
-    fn content(&self, field: impl FnOnce() -> String) -> Result<Content, ValidationError> {
-        match self {
-            Item::Bytes(b) => Ok(Content::Bytes(b.to_vec())),
-            other => cbor_to_json(other, 0)
-                .map(Content::Json)
-                .map_err(|problem| ValidationError::new(field(), problem)),
-        }
-    }
-}
-
-/// JSON has no byte strings, non-text keys, NaN or 128-bit integers; those are refused
-/// (nested byte strings become base64, as the text binding carries them).
-fn cbor_to_json(v: &Item<'_>, depth: usize) -> Result<Value, String> {
-    if depth > 128 {
-        return Err("content is nested more than 128 levels deep".into());
-    }
-    Ok(match v {
-        Item::Null => Value::Null,
-        Item::Bool(b) => Value::Bool(*b),
-        &Item::Integer(i) => {
-            if let Ok(i) = i64::try_from(i) {
-                Value::from(i)
-            } else if let Ok(u) = u64::try_from(i) {
-                Value::from(u)
-            } else {
-                return Err(format!("integer {i} does not fit in 64 bits"));
-            }
-        }
-        Item::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .ok_or_else(|| format!("number {f} has no JSON form"))?,
-        Item::Text(s) => Value::String(s.as_ref().to_owned()),
-        Item::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
-        Item::Array(a) => Value::Array(
-            a.iter()
-                .map(|x| cbor_to_json(x, depth + 1))
-                .collect::<Result<_, _>>()?,
-        ),
-        Item::Map(m) => {
-            let mut out = Map::new();
-            for (k, v) in m {
-                let k = k
-                    .as_text()
-                    .ok_or("content has a map key that is not a text string")?;
-                out.insert(k.to_owned(), cbor_to_json(v, depth + 1)?);
-            }
-            Value::Object(out)
-        }
-        Item::Tag(_, inner) => cbor_to_json(inner, depth + 1)?,
-    })
-}
-
 fn decode_message<N: Node>(node: &N) -> Result<Message, ValidationError> {
     Found::in_node(node, Part::Message)?.into_message()
 }
@@ -305,9 +216,12 @@ impl Field {
     }
 }
 
-/// A field that should hold a string: the string, or what was found instead (in
-/// [`Node::kind`]'s words), for the error message.
-type Text<'a> = Result<Cow<'a, str>, &'static str>;
+/// A value of the type a field wants, or the kind of value found instead (in the words of
+/// [`Node::kind`]), for the error message.
+type Kinded<T> = Result<T, &'static str>;
+
+/// A field that should hold a string.
+type Text<'a> = Kinded<Cow<'a, str>>;
 
 /// What a part's key-by-key pass found under one field.
 ///

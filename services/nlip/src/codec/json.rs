@@ -19,7 +19,7 @@ use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess};
 use serde_json::Value;
 
-use super::{DecodeError, Field, Found, not_an_array, not_an_object};
+use super::{DecodeError, Field, Found, Kinded, not_an_array, not_an_object};
 use crate::message::{Content, Format, Message, Submessage};
 use crate::validate::{Part, ValidationError};
 
@@ -47,10 +47,6 @@ fn read<'de, R: serde_json::de::Read<'de>>(
     top.map_err(|kind| not_an_object(Part::Message, kind))?;
     Ok(found.into_message()?)
 }
-
-/// A value of the JSON type wanted, or the kind of value found instead (in the words of
-/// [`super::Node::kind`] for JSON).
-type Kinded<T> = Result<T, &'static str>;
 
 /// What [`Expect`] makes of the JSON type it wants. The defaults take any other type as
 /// "the wrong kind": read in full, then reported by its kind.
