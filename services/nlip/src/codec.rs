@@ -5,11 +5,12 @@
 //! or ill-typed required fields, duplicate keys that differ only in case). Encoding is
 //! canonical: lowercase keys, absent fields omitted, submessages omitted when empty.
 //!
-//! Two decoders share one set of checks. JSON bytes, on every request's path, are read in
-//! a single pass by the serde visitors of the private `json` module; parsed JSON values
-//! and CBOR items go through the `Node` trait. Both classify each key of a part once into
-//! a `Found`, whose checks then run in a fixed order, so that the same document gets the
-//! same message or the same first error from either. `json` also writes JSON directly.
+//! Three readers share one set of checks. JSON and CBOR bytes, on every request's path, are
+//! each read in a single pass, by the serde visitors of the private `json` module and by the
+//! head-by-head reader of `cbor`; parsed JSON values go through the `Node` trait. All of
+//! them classify each key of a part once into a `Found`, whose checks then run in a fixed
+//! order, so that the same document gets the same message or the same first error from any
+//! of them. `json` and `cbor` also write their bytes directly.
 
 mod cbor;
 mod json;
@@ -105,7 +106,8 @@ pub fn to_cbor_vec(message: &Message) -> Vec<u8> {
     out
 }
 
-/// What the decoder needs from a parsed document, so JSON and CBOR share one decoder.
+/// What the generic decoder needs from a parsed document: a JSON value (and, in the tests,
+/// the CBOR reader's item tree).
 trait Node: Sized {
     fn kind(&self) -> &'static str;
     fn entries(&self) -> Option<Vec<(&str, &Self)>>;

@@ -45,7 +45,9 @@ const MAX_CONTENT_DEPTH: usize = 128;
 pub(super) fn read_message(bytes: &[u8]) -> Result<Message, DecodeError> {
     let mut reader = Reader::new(bytes);
     let mut found = Found::new(Part::Message);
-    let top = reader.part(&mut found, MAX_DEPTH).map_err(DecodeError::Cbor)?;
+    let top = reader
+        .part(&mut found, MAX_DEPTH)
+        .map_err(DecodeError::Cbor)?;
     reader.end().map_err(DecodeError::Cbor)?;
     top.map_err(|kind| not_an_object(Part::Message, kind))?;
     Ok(found.into_message()?)

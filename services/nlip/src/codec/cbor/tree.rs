@@ -147,7 +147,9 @@ impl Node for Item<'_> {
 /// (nested byte strings become base64, as the text binding carries them).
 fn cbor_to_json(v: &Item<'_>, depth: usize) -> Result<Value, String> {
     if depth > MAX_CONTENT_DEPTH {
-        return Err(format!("content is nested more than {MAX_CONTENT_DEPTH} levels deep"));
+        return Err(format!(
+            "content is nested more than {MAX_CONTENT_DEPTH} levels deep"
+        ));
     }
     Ok(match v {
         Item::Null => Value::Null,
@@ -495,7 +497,11 @@ mod tests {
             bytes
         }
         let big = [0xc2, 0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0];
-        for levels in [MAX_CONTENT_DEPTH - 1, MAX_CONTENT_DEPTH, MAX_CONTENT_DEPTH + 1] {
+        for levels in [
+            MAX_CONTENT_DEPTH - 1,
+            MAX_CONTENT_DEPTH,
+            MAX_CONTENT_DEPTH + 1,
+        ] {
             // Arrays or (unknown) tags down to a leaf at `levels`; a large bignum's digits are
             // one level below its tag.
             let cases = [
