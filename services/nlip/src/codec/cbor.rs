@@ -338,24 +338,20 @@ impl<'a> Reader<'a> {
                 self.text(len)?;
                 "a text string"
             }
-            Header::Array(len) => {
+            Header::Array(len) | Header::Map(len) => {
+                let (items, kind) = match head {
+                    Header::Map(_) => (2, "a map"),
+                    _ => (1, "an array"),
+                };
                 let depth = deeper(depth)?;
                 let mut done = 0;
                 while self.more(len, done)? {
                     done += 1;
-                    self.skip(depth)?;
+                    for _ in 0..items {
+                        self.skip(depth)?;
+                    }
                 }
-                "an array"
-            }
-            Header::Map(len) => {
-                let depth = deeper(depth)?;
-                let mut done = 0;
-                while self.more(len, done)? {
-                    done += 1;
-                    self.skip(depth)?;
-                    self.skip(depth)?;
-                }
-                "a map"
+                kind
             }
             Header::Tag(t) => {
                 let depth = deeper(depth)?;

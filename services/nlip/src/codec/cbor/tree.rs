@@ -405,6 +405,33 @@ mod tests {
         )
     }
 
+    /// `item` written with `choices` (see [`write`]), then with bytes changed at `flips`: both
+    /// readings that `readings` gives of the bytes agree each time.
+    fn agree(
+        item: &Item,
+        choices: Vec<u8>,
+        flips: Vec<(prop::sample::Index, u8)>,
+        readings: fn(&[u8]) -> (String, String),
+    ) -> Result<(), TestCaseError> {
+        let mut bytes = Vec::new();
+        write(
+            &mut Encoder::from(&mut bytes),
+            item,
+            &mut choices.into_iter(),
+        );
+        let (one, other) = readings(&bytes);
+        prop_assert_eq!(one, other);
+        for (i, b) in flips {
+            if !bytes.is_empty() {
+                let at = i.index(bytes.len());
+                bytes[at] = b;
+            }
+        }
+        let (one, other) = readings(&bytes);
+        prop_assert_eq!(one, other);
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
@@ -414,18 +441,7 @@ mod tests {
             choices in prop::collection::vec(any::<u8>(), 0..64),
             flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
         ) {
-            let mut bytes = Vec::new();
-            write(&mut Encoder::from(&mut bytes), &item, &mut choices.into_iter());
-            let (ours, theirs) = both(&bytes);
-            prop_assert_eq!(ours, theirs);
-            for (i, b) in flips {
-                if !bytes.is_empty() {
-                    let at = i.index(bytes.len());
-                    bytes[at] = b;
-                }
-            }
-            let (ours, theirs) = both(&bytes);
-            prop_assert_eq!(ours, theirs);
+            agree(&item, choices, flips, both)?;
         }
 
         #[test]
@@ -434,18 +450,7 @@ mod tests {
             choices in prop::collection::vec(any::<u8>(), 0..64),
             flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
         ) {
-            let mut bytes = Vec::new();
-            write(&mut Encoder::from(&mut bytes), &message, &mut choices.into_iter());
-            let (one_pass, tree) = decoded_by_both(&bytes);
-            prop_assert_eq!(one_pass, tree);
-            for (i, b) in flips {
-                if !bytes.is_empty() {
-                    let at = i.index(bytes.len());
-                    bytes[at] = b;
-                }
-            }
-            let (one_pass, tree) = decoded_by_both(&bytes);
-            prop_assert_eq!(one_pass, tree);
+            agree(&message, choices, flips, decoded_by_both)?;
         }
 
         #[test]
