@@ -200,3 +200,38 @@ async fn the_server_sends_heartbeat_pings() {
     assert_eq!(ping, Ok(true), "a ping arrives within a few intervals");
     app.stop().await;
 }
+
+/// A peer may send several messages without waiting; each is answered, in order. (These answers
+/// used to be held back by Nagle's algorithm, about 40 ms each after the first; the server's
+/// sockets now send without delay: see `server::prepare_socket`.)
+#[tokio::test]
+async fn messages_sent_without_waiting_are_all_answered_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws"))
+        .await
+        .expect("connect");
+    // Text messages and control messages alternate: their answers tell them apart.
+    let sent: Vec<bool> = (0..20).map(|i| i % 3 == 0).collect();
+    for &control in &sent {
+        let mut msg = Message::text("english", "hello");
+        if control {
+            msg = msg.into_control();
+        }
+        socket
+            .send(Ws::Binary(parley_nlip::to_cbor_vec(&msg).into()))
+            .await
+            .expect("send");
+    }
+    for (i, &control) in sent.iter().enumerate() {
+        let Ws::Binary(bytes) = next_data(&mut socket).await else {
+            panic!("expected a binary frame")
+        };
+        let reply = parley_nlip::from_cbor_slice(&bytes).expect("a CBOR reply");
+        let describes_the_agent = reply
+            .submessages
+            .iter()
+            .any(|s| s.label.as_deref() == Some("agent"));
+        assert_eq!(describes_the_agent, control, "answer {i}: {reply:?}");
+    }
+}
