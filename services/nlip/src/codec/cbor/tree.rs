@@ -489,7 +489,7 @@ mod tests {
     }
 
     #[test]
-    fn content_nested_past_its_limit_is_refused_by_both() {
+    fn nesting_past_either_limit_is_refused_alike_by_both() {
         // A structured/json message whose content is `item`.
         fn message_with(item: &[u8]) -> Vec<u8> {
             let mut bytes = Vec::new();
@@ -500,6 +500,39 @@ mod tests {
             }
             bytes.extend_from_slice(item);
             bytes
+        }
+        // Past the item nesting limit anywhere is a syntax error, under content or elsewhere.
+        for depth in [MAX_DEPTH - 2, MAX_DEPTH + 8] {
+            let nested = [vec![0x81; depth], vec![0x00]].concat();
+            let under_an_unknown_key = {
+                let mut bytes = Vec::new();
+                let mut enc = Encoder::from(&mut bytes);
+                head(&mut enc, Header::Map(Some(4)));
+                for t in [
+                    "format",
+                    "text",
+                    "subformat",
+                    "english",
+                    "content",
+                    "x",
+                    "other",
+                ] {
+                    let _ = enc.text(t, None);
+                }
+                bytes.extend_from_slice(&nested);
+                bytes
+            };
+            for bytes in [message_with(&nested), under_an_unknown_key] {
+                let (one_pass, tree) = decoded_by_both(&bytes);
+                assert_eq!(one_pass, tree);
+                let result = read_message(&bytes);
+                if depth > MAX_DEPTH {
+                    let err = result.expect_err("too deep").to_string();
+                    assert!(err.contains("nested more than 256"), "{err}");
+                } else {
+                    assert!(!matches!(result, Err(DecodeError::Cbor(_))), "{result:?}");
+                }
+            }
         }
         let big = [0xc2, 0x49, 1, 0, 0, 0, 0, 0, 0, 0, 0];
         for levels in [
