@@ -8,11 +8,19 @@ use parley_nlip::{ErrorInfo, Message};
 use parley_tests::{TestApp, test_settings};
 use tokio_tungstenite::tungstenite::Message as Ws;
 
-async fn next_data(
-    socket: &mut tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >,
-) -> Ws {
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A server with the test settings (its data in `dir`) and a WebSocket session at `path`.
+async fn app_and_socket(dir: &std::path::Path, path: &str) -> (TestApp, Socket) {
+    let app = TestApp::spawn(&test_settings(dir)).await;
+    let (socket, _) = tokio_tungstenite::connect_async(app.ws(path))
+        .await
+        .expect("connect");
+    (app, socket)
+}
+
+async fn next_data(socket: &mut Socket) -> Ws {
     loop {
         match socket
             .next()
@@ -29,10 +37,7 @@ async fn next_data(
 #[tokio::test]
 async fn cbor_socket_answers_in_cbor_and_survives_garbage() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let app = TestApp::spawn(&test_settings(dir.path())).await;
-    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws"))
-        .await
-        .expect("connect");
+    let (app, mut socket) = app_and_socket(dir.path(), "/nlip/ws").await;
 
     socket
         .send(Ws::Binary(vec![0xff, 0x00, 0x13].into()))
@@ -71,10 +76,7 @@ async fn cbor_socket_answers_in_cbor_and_survives_garbage() {
 #[tokio::test]
 async fn text_socket_speaks_json_and_refuses_binary_frames() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let app = TestApp::spawn(&test_settings(dir.path())).await;
-    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws/text"))
-        .await
-        .expect("connect");
+    let (app, mut socket) = app_and_socket(dir.path(), "/nlip/ws/text").await;
     socket
         .send(Ws::Binary(vec![1, 2, 3].into()))
         .await
@@ -207,11 +209,8 @@ async fn the_server_sends_heartbeat_pings() {
 #[tokio::test]
 async fn messages_sent_without_waiting_are_all_answered_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let app = TestApp::spawn(&test_settings(dir.path())).await;
-    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws"))
-        .await
-        .expect("connect");
-    // Text messages and control messages alternate: their answers tell them apart.
+    let (app, mut socket) = app_and_socket(dir.path(), "/nlip/ws").await;
+    // Text messages with a control message every third: their answers tell them apart.
     let sent: Vec<bool> = (0..20).map(|i| i % 3 == 0).collect();
     for &control in &sent {
         let mut msg = Message::text("english", "hello");
@@ -234,4 +233,5 @@ async fn messages_sent_without_waiting_are_all_answered_in_order() {
             .any(|s| s.label.as_deref() == Some("agent"));
         assert_eq!(describes_the_agent, control, "answer {i}: {reply:?}");
     }
+    app.stop().await;
 }

@@ -40,6 +40,10 @@ const MAX_DEPTH: usize = 256;
 /// How deep content may nest once it is JSON.
 const MAX_CONTENT_DEPTH: usize = 128;
 
+/// Items per entry of an array and of a map (key and value), for [`Reader::rest`].
+const ARRAY_ITEM: usize = 1;
+const MAP_ENTRY: usize = 2;
+
 /// Decodes one CBOR item and the message in it: syntax errors anywhere in the item first
 /// ([`DecodeError::Cbor`], trailing bytes included), then the first problem in the order of
 /// [`Found::into_message`].
@@ -117,28 +121,25 @@ impl<'a> Reader<'a> {
             return self.skip_from(at, head, depth).map(Err);
         };
         let depth = deeper(depth)?;
-        // One key that is not a text string makes the whole map no part; the rest is only read.
-        let mut text_keys = true;
         let mut done = 0;
         while self.more(len, done)? {
             done += 1;
             let (at, key) = self.head_at()?;
-            let field = match key {
-                Header::Text(len) if text_keys => Field::of(&self.text(len)?, found.part),
-                key => {
-                    text_keys = false;
-                    self.skip_from(at, key, depth)?;
-                    None
-                }
+            let Header::Text(key_len) = key else {
+                // One key that is not a text string makes the whole map no part.
+                self.skip_from(at, key, depth)?;
+                self.skip(depth)?;
+                self.rest(len, done, MAP_ENTRY, depth)?;
+                return Ok(Err("a map"));
             };
-            match field {
+            match Field::of(&self.text(key_len)?, found.part) {
                 Some(field) => self.field(found, field, depth)?,
                 None => {
                     self.skip(depth)?;
                 }
             }
         }
-        Ok(if text_keys { Ok(()) } else { Err("a map") })
+        Ok(Ok(()))
     }
 
     /// The value of one field of a part; a value of the wrong type is recorded as its kind.
@@ -196,26 +197,22 @@ impl<'a> Reader<'a> {
             return Ok(Err(not_an_array(part, Field::Submessages, kind)));
         };
         let depth = deeper(depth)?;
-        let mut subs = Ok(Vec::with_capacity(len.unwrap_or(1).min(4)));
+        let mut subs = Vec::with_capacity(len.unwrap_or(1).min(4));
         let mut done = 0;
         while self.more(len, done)? {
             let part = Part::Sub(done);
             done += 1;
-            let Ok(decoded) = &mut subs else {
-                self.skip(depth)?;
-                continue;
-            };
             let mut found = Found::new(part);
             let sub = match self.part(&mut found, depth)? {
                 Ok(()) => found.into_submessage(),
                 Err(kind) => Err(not_an_object(part, kind)),
             };
             match sub {
-                Ok(sub) => decoded.push(sub),
-                Err(e) => subs = Err(e),
+                Ok(sub) => subs.push(sub),
+                Err(e) => return self.rest(len, done, ARRAY_ITEM, depth).map(|()| Err(e)),
             }
         }
-        Ok(subs)
+        Ok(Ok(subs))
     }
 
     /// One item of content as JSON, at `level` below the content itself. JSON has no byte
@@ -253,53 +250,50 @@ impl<'a> Reader<'a> {
             Header::Text(len) => Ok(Value::String(self.text(len)?.into_owned())),
             Header::Array(len) => {
                 let depth = deeper(depth)?;
-                let mut items = Ok(Vec::with_capacity(len.unwrap_or(0).min(self.left())));
+                let mut items = Vec::with_capacity(len.unwrap_or(0).min(self.left()));
                 let mut done = 0;
                 while self.more(len, done)? {
                     done += 1;
-                    match &mut items {
-                        Ok(items_) => match self.json(depth, level + 1)? {
-                            Ok(v) => items_.push(v),
-                            Err(problem) => items = Err(problem),
-                        },
-                        Err(_) => {
-                            self.skip(depth)?;
+                    match self.json(depth, level + 1)? {
+                        Ok(v) => items.push(v),
+                        Err(problem) => {
+                            return self
+                                .rest(len, done, ARRAY_ITEM, depth)
+                                .map(|()| Err(problem));
                         }
                     }
                 }
-                items.map(Value::Array)
+                Ok(Value::Array(items))
             }
             Header::Map(len) => {
                 let depth = deeper(depth)?;
-                let mut map = Ok(Map::new());
+                let mut map = Map::new();
                 let mut done = 0;
                 while self.more(len, done)? {
                     done += 1;
                     let (at, key) = self.head_at()?;
-                    let key = match (key, &map) {
-                        (Header::Text(len), Ok(_)) => Some(self.text(len)?),
-                        (key, _) => {
+                    let problem = match key {
+                        Header::Text(key_len) => {
+                            let key = self.text(key_len)?;
+                            match self.json(depth, level + 1)? {
+                                Ok(v) => {
+                                    map.insert(key.into_owned(), v);
+                                    continue;
+                                }
+                                Err(problem) => problem,
+                            }
+                        }
+                        key => {
                             self.skip_from(at, key, depth)?;
-                            None
+                            self.skip(depth)?;
+                            "content has a map key that is not a text string".to_owned()
                         }
                     };
-                    match (key, &mut map) {
-                        (Some(key), Ok(entries)) => match self.json(depth, level + 1)? {
-                            Ok(v) => {
-                                entries.insert(key.into_owned(), v);
-                            }
-                            Err(problem) => map = Err(problem),
-                        },
-                        (None, Ok(_)) => {
-                            map = Err("content has a map key that is not a text string".into());
-                            self.skip(depth)?;
-                        }
-                        (_, Err(_)) => {
-                            self.skip(depth)?;
-                        }
-                    }
+                    return self
+                        .rest(len, done, MAP_ENTRY, depth)
+                        .map(|()| Err(problem));
                 }
-                map.map(Value::Object)
+                Ok(Value::Object(map))
             }
             Header::Tag(t) => {
                 let depth = deeper(depth)?;
@@ -339,20 +333,13 @@ impl<'a> Reader<'a> {
                 self.text(len)?;
                 "a text string"
             }
-            Header::Array(len) | Header::Map(len) => {
-                let (items, kind) = match head {
-                    Header::Map(_) => (2, "a map"),
-                    _ => (1, "an array"),
-                };
-                let depth = deeper(depth)?;
-                let mut done = 0;
-                while self.more(len, done)? {
-                    done += 1;
-                    for _ in 0..items {
-                        self.skip(depth)?;
-                    }
-                }
-                kind
+            Header::Array(len) => {
+                self.rest(len, 0, ARRAY_ITEM, deeper(depth)?)?;
+                "an array"
+            }
+            Header::Map(len) => {
+                self.rest(len, 0, MAP_ENTRY, deeper(depth)?)?;
+                "a map"
             }
             Header::Tag(t) => {
                 let depth = deeper(depth)?;
@@ -366,6 +353,24 @@ impl<'a> Reader<'a> {
                 }
             }
         })
+    }
+
+    /// Reads the entries of an array or map of `len` entries (`None`: until a break) that follow
+    /// the first `done`, each `items` items long, keeping nothing. Nested items are `depth` deep.
+    fn rest(
+        &mut self,
+        len: Option<usize>,
+        mut done: usize,
+        items: usize,
+        depth: usize,
+    ) -> Read<()> {
+        while self.more(len, done)? {
+            done += 1;
+            for _ in 0..items {
+                self.skip(depth)?;
+            }
+        }
+        Ok(())
     }
 
     /// After the head of tag `t`: a bignum of at most 16 bytes, read whole, as ciborium reads

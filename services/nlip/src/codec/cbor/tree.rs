@@ -490,38 +490,33 @@ mod tests {
 
     #[test]
     fn nesting_past_either_limit_is_refused_alike_by_both() {
-        // A structured/json message whose content is `item`.
-        fn message_with(item: &[u8]) -> Vec<u8> {
+        // A map of `texts` as keys and values, then `key` with `item` as its value.
+        fn map_ending(texts: &[&str], key: &str, item: &[u8]) -> Vec<u8> {
             let mut bytes = Vec::new();
             let mut enc = Encoder::from(&mut bytes);
-            head(&mut enc, Header::Map(Some(3)));
-            for t in ["format", "structured", "subformat", "json", "content"] {
+            head(&mut enc, Header::Map(Some(texts.len() / 2 + 1)));
+            for t in texts.iter().chain([&key]) {
                 let _ = enc.text(t, None);
             }
             bytes.extend_from_slice(item);
             bytes
         }
+        // A structured/json message whose content is `item`.
+        let message_with = |item: &[u8]| {
+            map_ending(
+                &["format", "structured", "subformat", "json"],
+                "content",
+                item,
+            )
+        };
         // Past the item nesting limit anywhere is a syntax error, under content or elsewhere.
         for depth in [MAX_DEPTH - 2, MAX_DEPTH + 8] {
             let nested = [vec![0x81; depth], vec![0x00]].concat();
-            let under_an_unknown_key = {
-                let mut bytes = Vec::new();
-                let mut enc = Encoder::from(&mut bytes);
-                head(&mut enc, Header::Map(Some(4)));
-                for t in [
-                    "format",
-                    "text",
-                    "subformat",
-                    "english",
-                    "content",
-                    "x",
-                    "other",
-                ] {
-                    let _ = enc.text(t, None);
-                }
-                bytes.extend_from_slice(&nested);
-                bytes
-            };
+            let under_an_unknown_key = map_ending(
+                &["format", "text", "subformat", "english", "content", "x"],
+                "other",
+                &nested,
+            );
             for bytes in [message_with(&nested), under_an_unknown_key] {
                 let (one_pass, tree) = decoded_by_both(&bytes);
                 assert_eq!(one_pass, tree);
