@@ -20,6 +20,9 @@
 //!   Providers: in this process, in a process of its own (`parley serve`), and in this process
 //!   with `negotiation.compiled_handlers = false`, so that (b) runs the verified JavaScript in
 //!   QuickJS instead of its compiled form (the mapping runtime): the baseline for the latter.
+//!   The provider in its own process is measured twice, pinned (`Placement`): on CPUs apart
+//!   from the client's, as two agents are deployed (the goal's setting), and on one core shared
+//!   with the client.
 //! - **model calls**: full negotiations whose provider uses the OpenAI-compatible protocol
 //!   reasoner against the scripted OpenAI-compatible server (`ScriptedOpenAi`), counting the
 //!   chat-completion requests it received: with nothing failing, with one failed
@@ -29,7 +32,8 @@
 //! `BENCH_REQUESTS` (measured requests per message kind and transport, default 3000),
 //! `BENCH_WARMUP_REQUESTS` (default 300), `BENCH_PARTS` (`a`, `bc`, `models`; default all),
 //! `BENCH_PROVIDERS` (the providers of (b) and (c): `in-process`, `own-process`, `javascript`;
-//! default all), `BENCH_TRANSPORTS` (`http`, `ws`; default both) and `BENCH_MESSAGES` (`b`, `c`;
+//! default all), `BENCH_PLACEMENTS` (`apart`, `shared`: the own-process provider's placements;
+//! default both), `BENCH_TRANSPORTS` (`http`, `ws`; default both) and `BENCH_MESSAGES` (`b`, `c`;
 //! default both: one of them alone, to profile it without the other's work in between).
 
 use std::path::Path;
@@ -112,6 +116,8 @@ struct Config {
     /// Over which transports (HTTP, WebSocket), and which of the two messages: (b), (c).
     transports: [bool; 2],
     messages: [bool; 2],
+    /// Where the provider in its own process runs against the client: apart, on one core.
+    placements: [bool; 2],
 }
 
 impl Config {
@@ -153,6 +159,7 @@ impl Config {
                 [false, false] => return Err("BENCH_MESSAGES: pick b, c or both".into()),
                 picked => picked,
             },
+            placements: pick("BENCH_PLACEMENTS", ["apart", "shared"])?,
         })
     }
 }
@@ -259,16 +266,36 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let mut js_settings = test_settings(js_dir.path());
     js_settings.negotiation.compiled_handlers = false;
     let js_server = KeptServer::spawn(&js_settings).await?;
-    let providers = [
-        in_process.then_some((server.addr, None, ["HTTP/1.1 JSON", "WebSocket CBOR"])),
-        provider.as_ref().map(|p| {
-            let labels = ["HTTP, own process", "WS, own process"];
-            (p.addr, Some(p.child.id()), labels)
-        }),
-        javascript.then_some((js_server.addr, None, ["HTTP, JS handler", "WS, JS handler"])),
-    ];
-    for (addr, server_pid, labels) in providers.into_iter().flatten() {
-        agree(&requester, addr, base).await?;
+    // The provider in its own process is measured in each placement (`Placement`): apart, as
+    // two agents are deployed, and on one shared core. Without pinning the scheduler picks one of
+    // the two at random, stretch by stretch, and the medians then swing between them.
+    let (placements, pinning) = match &provider {
+        Some(_) => Placement::available(config.placements),
+        None => (Vec::new(), Pinning::default()),
+    };
+    let mut providers = Vec::new();
+    if in_process {
+        let labels = ["HTTP/1.1 JSON", "WebSocket CBOR"];
+        providers.push((server.addr, None, Placement::Free, labels));
+    }
+    if let Some(p) = &provider {
+        for placement in &placements {
+            providers.push((p.addr, Some(p.child.id()), *placement, placement.labels()));
+        }
+    }
+    if javascript {
+        let labels = ["HTTP, JS handler", "WS, JS handler"];
+        providers.push((js_server.addr, None, Placement::Free, labels));
+    }
+    let mut agreed = Vec::new();
+    for (addr, server_pid, placement, labels) in providers {
+        if !agreed.contains(&addr) {
+            agree(&requester, addr, base).await?;
+            agreed.push(addr);
+        }
+        if let Some(pid) = server_pid {
+            placement.apply(&pinning, pid)?;
+        }
         let urls = [
             format!("http://{addr}/nlip"),
             format!("ws://{addr}/nlip/ws"),
@@ -299,6 +326,9 @@ async fn latency(base: &str, config: Config) -> Result<()> {
             for ((name, _), s) in picked.into_iter().zip(series) {
                 rows.push((label, name, s));
             }
+        }
+        if let Some(pid) = server_pid {
+            placement.undo(&pinning, pid)?;
         }
     }
     if let Some(provider) = provider {
@@ -895,6 +925,132 @@ impl KeptServer {
 
 /// `parley serve` in a child process (this bench binary, re-executed as the CLI): SQLite in
 /// `dir`, the example capabilities, loopback ports. Killed on drop whatever happens.
+/// Where the bench's threads (the client) and the provider process run while (b) and (c) are
+/// measured against a provider in its own process.
+///
+/// Unpinned, on a small machine, the scheduler sometimes wakes the two on different CPUs (each
+/// wake-up a cross-CPU interrupt, through the hypervisor on a VM) and sometimes keeps them on
+/// one CPU (a local switch, several times cheaper), in stretches of tens to hundreds of
+/// milliseconds: every series is then a mix of two modes, and its median falls in one or the
+/// other by chance. Pinning measures each mode on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// As the scheduler likes: the providers in the bench's own process, or any provider where
+    /// pinning is not possible.
+    Free,
+    /// The client on the first half of the CPUs, the provider on the other half: two agents,
+    /// each with cores of its own, as they are deployed. The setting of the goal.
+    Apart,
+    /// Client and provider on one CPU: two agents sharing a core.
+    Shared,
+}
+
+/// The CPU lists (as `taskset --cpu-list` takes them, e.g. `0-1,4`) of each placement.
+#[derive(Debug, Clone, Default)]
+struct Pinning {
+    client: String,
+    provider: String,
+    shared: String,
+    all: String,
+}
+
+impl Placement {
+    /// The placements `picked` (apart, shared) names, on the CPUs this process may use, and
+    /// their CPUs. Pinning needs two CPUs and util-linux's `taskset` (the workspace forbids the
+    /// `unsafe` a direct `sched_setaffinity` would take); without them the provider runs where
+    /// the scheduler puts it, and its rows say so.
+    fn available(picked: [bool; 2]) -> (Vec<Placement>, Pinning) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let allowed = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(str::trim)
+            .unwrap_or_default();
+        let cpus = parse_cpu_list(allowed);
+        let taskset = std::process::Command::new("taskset")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if cpus.len() < 2 || !taskset {
+            println!(
+                "placement: not pinned ({} CPUs, taskset {}): the own-process rows mix both modes",
+                cpus.len(),
+                if taskset { "found" } else { "missing" }
+            );
+            return (vec![Placement::Free], Pinning::default());
+        }
+        let list = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let (first, second) = cpus.split_at(cpus.len() / 2);
+        let pinning = Pinning {
+            client: list(first),
+            provider: list(second),
+            shared: list(&second[..1]),
+            all: list(&cpus),
+        };
+        let [apart, shared] = picked;
+        let placements = [(apart, Placement::Apart), (shared, Placement::Shared)]
+            .into_iter()
+            .filter_map(|(on, p)| on.then_some(p))
+            .collect();
+        (placements, pinning)
+    }
+
+    fn labels(self) -> [&'static str; 2] {
+        match self {
+            Placement::Free => ["HTTP, own process", "WS, own process"],
+            Placement::Apart => ["HTTP, own cores", "WS, own cores"],
+            Placement::Shared => ["HTTP, one core", "WS, one core"],
+        }
+    }
+
+    /// Pins this process (the client) and the provider process `pid`, every thread of each.
+    fn apply(self, pinning: &Pinning, pid: u32) -> Result<()> {
+        let (client, provider) = match self {
+            Placement::Free => return Ok(()),
+            Placement::Apart => (&pinning.client, &pinning.provider),
+            Placement::Shared => (&pinning.shared, &pinning.shared),
+        };
+        pin(std::process::id(), client)?;
+        pin(pid, provider)
+    }
+
+    /// Lets both run on every CPU again.
+    fn undo(self, pinning: &Pinning, pid: u32) -> Result<()> {
+        if self == Placement::Free {
+            return Ok(());
+        }
+        pin(std::process::id(), &pinning.all)?;
+        pin(pid, &pinning.all)
+    }
+}
+
+/// `0-2,5` → [0, 1, 2, 5].
+fn parse_cpu_list(list: &str) -> Vec<u32> {
+    list.split(',')
+        .filter_map(|part| match part.trim().split_once('-') {
+            Some((a, b)) => Some((a.parse().ok()?..=b.parse().ok()?).collect::<Vec<u32>>()),
+            None => part.trim().parse().ok().map(|n| vec![n]),
+        })
+        .flatten()
+        .collect()
+}
+
+/// Pins every thread of process `pid` to `cpus` (threads it starts later inherit the mask).
+fn pin(pid: u32, cpus: &str) -> Result<()> {
+    let out = std::process::Command::new("taskset")
+        .args(["--all-tasks", "--cpu-list", "--pid", cpus, &pid.to_string()])
+        .output()
+        .map_err(|e| format!("taskset: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "taskset {cpus} {pid}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
 struct ProviderProcess {
     addr: std::net::SocketAddr,
     child: std::process::Child,
@@ -1141,7 +1297,7 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         "    sequential, one in flight, over one connection (in-process: direct calls); latency in µs"
     );
     println!(
-        "    the provider process per request, all threads (own process only): CPU and run-queue wait in µs,"
+        "    the provider process per request, all threads (own process rows only): CPU and run-queue wait in µs,"
     );
     println!("    times a thread was put on a CPU (wake-ups), page faults");
     println!(
@@ -1181,29 +1337,55 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
         );
     }
     let ratio = |b: Duration, c: Duration| b.as_secs_f64() / c.as_secs_f64().max(1e-12);
-    println!();
-    for pair in rows.windows(2) {
-        let [(transport, bn, b), (t2, cn, c)] = pair else {
-            continue;
-        };
-        // The goal is about messages over the wire; the in-process rows only show where the
-        // time goes.
-        if transport != t2
-            || !bn.starts_with("(b)")
-            || !cn.starts_with("(c)")
-            || *transport == "in-process"
-        {
-            continue;
+    // The goal is about two agents talking over the wire, each in its own process on CPUs of its
+    // own: the provider in its own process, pinned apart from the client (or unpinned where
+    // pinning is not possible). The other rows share CPUs between client and provider, so that
+    // their (c) is a local context switch, not a wake-up on another CPU; they are shown for
+    // comparison. The in-process rows only show where the time goes.
+    let pairs: Vec<_> = rows
+        .windows(2)
+        .filter_map(|pair| match pair {
+            [(transport, bn, b), (t2, cn, c)]
+                if transport == t2
+                    && bn.starts_with("(b)")
+                    && cn.starts_with("(c)")
+                    && *transport != "in-process" =>
+            {
+                Some((*transport, b, c))
+            }
+            _ => None,
+        })
+        .collect();
+    let in_goal = |t: &str| t.ends_with("own cores") || t.ends_with("own process");
+    for goal in [true, false] {
+        let mut printed = false;
+        for (transport, b, c) in pairs.iter().filter(|(t, ..)| in_goal(t) == goal) {
+            if !printed {
+                println!();
+                println!(
+                    "{}",
+                    if goal {
+                        "goal: (b) within 1.5x of (c), two agents each in its own process on CPUs of its own"
+                    } else {
+                        "for comparison: client and provider sharing CPUs ((c) is then a local context switch)"
+                    }
+                );
+                printed = true;
+            }
+            let median = ratio(b.median(), c.median());
+            let verdict = match (goal, median <= 1.5) {
+                (false, _) => String::new(),
+                (true, met) => format!("  (goal <= 1.5x: {})", if met { "met" } else { "MISSED" }),
+            };
+            println!(
+                "{:<18} (b)/(c): median {:.2}x, p99 {:.2}x, mean {:.2}x{}",
+                transport,
+                median,
+                ratio(b.p99(), c.p99()),
+                ratio(b.mean(), c.mean()),
+                verdict
+            );
         }
-        let median = ratio(b.median(), c.median());
-        println!(
-            "{:<18} (b)/(c): median {:.2}x, p99 {:.2}x, mean {:.2}x  (goal <= 1.5x: {})",
-            transport,
-            median,
-            ratio(b.p99(), c.p99()),
-            ratio(b.mean(), c.mean()),
-            if median <= 1.5 { "met" } else { "MISSED" }
-        );
     }
 }
 
