@@ -973,7 +973,7 @@ impl Placement {
             .is_ok_and(|o| o.status.success());
         if cpus.len() < 2 || !taskset {
             println!(
-                "placement: not pinned ({} CPUs, taskset {}): the own-process rows mix both modes",
+                "placement: not pinned ({} CPUs, taskset {}): the provider runs where the scheduler puts it",
                 cpus.len(),
                 if taskset { "found" } else { "missing" }
             );
@@ -1364,10 +1364,16 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
                 println!();
                 println!(
                     "{}",
-                    if goal {
-                        "goal: (b) within 1.5x of (c), two agents each in its own process on CPUs of its own"
-                    } else {
-                        "for comparison: client and provider sharing CPUs ((c) is then a local context switch)"
+                    match (goal, transport.ends_with("own cores")) {
+                        (true, true) => {
+                            "goal: (b) within 1.5x of (c), two agents each in its own process on CPUs of its own"
+                        }
+                        (true, false) => {
+                            "goal: (b) within 1.5x of (c), a provider in its own process, not pinned (where it runs is the scheduler's choice)"
+                        }
+                        (false, _) => {
+                            "for comparison: client and provider sharing CPUs ((c) is then a local context switch)"
+                        }
                     }
                 );
                 printed = true;
