@@ -276,26 +276,28 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let mut providers = Vec::new();
     if in_process {
         let labels = ["HTTP/1.1 JSON", "WebSocket CBOR"];
-        providers.push((server.addr, None, Placement::Free, labels));
+        providers.push((server.addr, None, labels));
     }
     if let Some(p) = &provider {
         for placement in &placements {
-            providers.push((p.addr, Some(p.child.id()), *placement, placement.labels()));
+            let own = (p.child.id(), *placement);
+            providers.push((p.addr, Some(own), placement.labels()));
         }
     }
     if javascript {
         let labels = ["HTTP, JS handler", "WS, JS handler"];
-        providers.push((js_server.addr, None, Placement::Free, labels));
+        providers.push((js_server.addr, None, labels));
     }
     let mut agreed = Vec::new();
-    for (addr, server_pid, placement, labels) in providers {
+    for (addr, own, labels) in providers {
         if !agreed.contains(&addr) {
             agree(&requester, addr, base).await?;
             agreed.push(addr);
         }
-        if let Some(pid) = server_pid {
+        if let Some((pid, placement)) = own {
             placement.apply(&pinning, pid)?;
         }
+        let server_pid = own.map(|(pid, _)| pid);
         let urls = [
             format!("http://{addr}/nlip"),
             format!("ws://{addr}/nlip/ws"),
@@ -327,8 +329,8 @@ async fn latency(base: &str, config: Config) -> Result<()> {
                 rows.push((label, name, s));
             }
         }
-        if let Some(pid) = server_pid {
-            placement.undo(&pinning, pid)?;
+        if let Some((_, placement)) = own {
+            placement.undo(&pinning)?;
         }
     }
     if let Some(provider) = provider {
@@ -361,7 +363,8 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     }
     js_server.stop().await;
     server.stop().await;
-    print_latency(&rows);
+    let goal = placements.into_iter().find(|p| p.goal().is_some());
+    print_latency(&rows, goal);
     Ok(())
 }
 
@@ -923,8 +926,6 @@ impl KeptServer {
     }
 }
 
-/// `parley serve` in a child process (this bench binary, re-executed as the CLI): SQLite in
-/// `dir`, the example capabilities, loopback ports. Killed on drop whatever happens.
 /// Where the bench's threads (the client) and the provider process run while (b) and (c) are
 /// measured against a provider in its own process.
 ///
@@ -935,9 +936,8 @@ impl KeptServer {
 /// other by chance. Pinning measures each mode on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
-    /// As the scheduler likes: the providers in the bench's own process, or any provider where
-    /// pinning is not possible.
-    Free,
+    /// Where the scheduler likes: pinning is not possible here (one CPU, or no `taskset`).
+    Unpinned,
     /// The client on the first half of the CPUs, the provider on the other half: two agents,
     /// each with cores of its own, as they are deployed. The setting of the goal.
     Apart,
@@ -977,7 +977,7 @@ impl Placement {
                 cpus.len(),
                 if taskset { "found" } else { "missing" }
             );
-            return (vec![Placement::Free], Pinning::default());
+            return (vec![Placement::Unpinned], Pinning::default());
         }
         let list = |ids: &[u32]| ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let (first, second) = cpus.split_at(cpus.len() / 2);
@@ -997,16 +997,30 @@ impl Placement {
 
     fn labels(self) -> [&'static str; 2] {
         match self {
-            Placement::Free => ["HTTP, own process", "WS, own process"],
+            Placement::Unpinned => ["HTTP, own process", "WS, own process"],
             Placement::Apart => ["HTTP, own cores", "WS, own cores"],
             Placement::Shared => ["HTTP, one core", "WS, one core"],
+        }
+    }
+
+    /// What the goal is judged on, said as the heading of its ratios: the provider apart from
+    /// the client, or unpinned where pinning is not possible; `None` for one shared core.
+    fn goal(self) -> Option<&'static str> {
+        match self {
+            Placement::Apart => Some(
+                "goal: (b) within 1.5x of (c), two agents each in its own process on CPUs of its own",
+            ),
+            Placement::Unpinned => Some(
+                "goal: (b) within 1.5x of (c), a provider in its own process, not pinned (where it runs is the scheduler's choice)",
+            ),
+            Placement::Shared => None,
         }
     }
 
     /// Pins this process (the client) and the provider process `pid`, every thread of each.
     fn apply(self, pinning: &Pinning, pid: u32) -> Result<()> {
         let (client, provider) = match self {
-            Placement::Free => return Ok(()),
+            Placement::Unpinned => return Ok(()),
             Placement::Apart => (&pinning.client, &pinning.provider),
             Placement::Shared => (&pinning.shared, &pinning.shared),
         };
@@ -1014,13 +1028,13 @@ impl Placement {
         pin(pid, provider)
     }
 
-    /// Lets both run on every CPU again.
-    fn undo(self, pinning: &Pinning, pid: u32) -> Result<()> {
-        if self == Placement::Free {
-            return Ok(());
+    /// Lets this process run on every CPU again (the provider is pinned anew by the next
+    /// placement's `apply`).
+    fn undo(self, pinning: &Pinning) -> Result<()> {
+        match self {
+            Placement::Unpinned => Ok(()),
+            Placement::Apart | Placement::Shared => pin(std::process::id(), &pinning.all),
         }
-        pin(std::process::id(), &pinning.all)?;
-        pin(pid, &pinning.all)
     }
 }
 
@@ -1051,6 +1065,8 @@ fn pin(pid: u32, cpus: &str) -> Result<()> {
     }
 }
 
+/// `parley serve` in a child process (this bench binary, re-executed as the CLI): SQLite in
+/// `dir`, the example capabilities, loopback ports. Killed on drop whatever happens.
 struct ProviderProcess {
     addr: std::net::SocketAddr,
     child: std::process::Child,
@@ -1290,7 +1306,7 @@ fn print_negotiations(cold: &[NegotiationTiming], warm: &[NegotiationTiming]) {
     );
 }
 
-fn print_latency(rows: &[(&str, &str, Series)]) {
+fn print_latency(rows: &[(&str, &str, Series)], goal: Option<Placement>) {
     println!();
     println!("(b) application message through the cached protocol (0-RTT) vs (c) plain NLIP text");
     println!(
@@ -1356,30 +1372,27 @@ fn print_latency(rows: &[(&str, &str, Series)]) {
             _ => None,
         })
         .collect();
-    let in_goal = |t: &str| t.ends_with("own cores") || t.ends_with("own process");
-    for goal in [true, false] {
-        let mut printed = false;
-        for (transport, b, c) in pairs.iter().filter(|(t, ..)| in_goal(t) == goal) {
-            if !printed {
-                println!();
-                println!(
-                    "{}",
-                    match (goal, transport.ends_with("own cores")) {
-                        (true, true) => {
-                            "goal: (b) within 1.5x of (c), two agents each in its own process on CPUs of its own"
-                        }
-                        (true, false) => {
-                            "goal: (b) within 1.5x of (c), a provider in its own process, not pinned (where it runs is the scheduler's choice)"
-                        }
-                        (false, _) => {
-                            "for comparison: client and provider sharing CPUs ((c) is then a local context switch)"
-                        }
-                    }
-                );
-                printed = true;
-            }
+    // The rows of the goal's placement first, under its heading; then the others.
+    let in_goal = |t: &str| goal.is_some_and(|p| p.labels().contains(&t));
+    let headings = [
+        goal.and_then(Placement::goal),
+        Some(
+            "for comparison: client and provider sharing CPUs ((c) is then a local context switch)",
+        ),
+    ];
+    for (heading, judged) in headings.into_iter().zip([true, false]) {
+        let group: Vec<_> = pairs
+            .iter()
+            .filter(|(t, ..)| in_goal(t) == judged)
+            .collect();
+        let Some(heading) = heading.filter(|_| !group.is_empty()) else {
+            continue;
+        };
+        println!();
+        println!("{heading}");
+        for (transport, b, c) in group {
             let median = ratio(b.median(), c.median());
-            let verdict = match (goal, median <= 1.5) {
+            let verdict = match (judged, median <= 1.5) {
                 (false, _) => String::new(),
                 (true, met) => format!("  (goal <= 1.5x: {})", if met { "met" } else { "MISSED" }),
             };
