@@ -41,7 +41,8 @@ fn read<'de, R: serde_json::de::Read<'de>>(
         .deserialize(&mut de)
         .and_then(|top| de.end().map(|()| top))
         .map_err(DecodeError::Json)?;
-    Ok(finish(found, top)?)
+    top.map_err(|kind| not_an_object(Part::Message, kind))?;
+    Ok(found.into_message()?)
 }
 
 /// Decodes and validates a message from a parsed JSON value, with the same visitors as
@@ -53,11 +54,6 @@ pub(super) fn read_value(value: &Value) -> Result<Message, ValidationError> {
     let top = Expect(PartOf(&mut found))
         .deserialize(value)
         .expect("every visitor reads a parsed value to its end");
-    finish(found, top)
-}
-
-/// The message, once the top level is known to be an object and its fields were found.
-fn finish(found: Found<'_>, top: Kinded<()>) -> Result<Message, ValidationError> {
     top.map_err(|kind| not_an_object(Part::Message, kind))?;
     found.into_message()
 }
