@@ -215,12 +215,13 @@ fn json_bytes_and_parsed_values_decode_alike_errors_included() {
     for doc in docs {
         let value: Value = serde_json::from_str(doc).expect("well-formed");
         match (from_json_slice(doc.as_bytes()), from_json_value(&value)) {
-            (Ok(direct), Ok(generic)) => assert_eq!(direct, generic, "{doc}"),
-            (Err(DecodeError::Invalid(direct)), Err(generic)) => {
-                assert_eq!(direct, generic, "{doc}");
+            (Ok(from_bytes), Ok(from_value)) => assert_eq!(from_bytes, from_value, "{doc}"),
+            (Err(DecodeError::Invalid(from_bytes)), Err(from_value)) => {
+                assert_eq!(from_bytes, from_value, "{doc}");
             }
-            (direct, generic) => panic!("{doc}: {direct:?} but {generic:?}"),
+            (from_bytes, from_value) => panic!("{doc}: {from_bytes:?} but {from_value:?}"),
         }
+        assert_eq!(from_json_value(&value), reference::decode(&value), "{doc}");
     }
 }
 

@@ -274,9 +274,9 @@ proptest! {
         // Both from the bytes: serde_json does not read back every float exactly as written.
         let parsed: Value = serde_json::from_slice(&bytes).expect("json");
         match (from_json_slice(&bytes), from_json_value(&parsed)) {
-            (Ok(direct), Ok(generic)) => prop_assert_eq!(direct, generic),
-            (Err(DecodeError::Invalid(direct)), Err(generic)) => prop_assert_eq!(direct, generic),
-            (direct, generic) => prop_assert!(false, "{value}: {direct:?} but {generic:?}"),
+            (Ok(from_bytes), Ok(from_value)) => prop_assert_eq!(from_bytes, from_value),
+            (Err(DecodeError::Invalid(from_bytes)), Err(from_value)) => prop_assert_eq!(from_bytes, from_value),
+            (from_bytes, from_value) => prop_assert!(false, "{value}: {from_bytes:?} but {from_value:?}"),
         }
         prop_assert_eq!(from_json_value(&parsed), reference::decode(&parsed), "{}", value);
     }
