@@ -9,8 +9,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
-use parley_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use parley_store::testing::{SqliteWriteLock, fresh_postgres_url, fresh_sqlite_url};
 use parley_store::{
     Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, NegotiationOutcome,
     NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation, NewHandler,
@@ -109,6 +110,55 @@ async fn unknown_url_schemes_are_invalid_and_do_not_echo_the_url() {
         matches!(&err, StoreError::Invalid(msg) if !msg.contains("secret")),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn a_locked_sqlite_database_is_unavailable_for_writes_and_still_read() {
+    let (url, _dir) = fresh_sqlite_url();
+    let options = StoreOptions {
+        busy_timeout: Duration::from_millis(100),
+        ..options()
+    };
+    let store = connect(&url, options).await.expect("connect");
+    let new = NewConversation {
+        id: "c".into(),
+        peer: None,
+        state: json!({}),
+    };
+    store.create_conversation(new).await.expect("create");
+
+    let lock = SqliteWriteLock::acquire(&url).await.expect("lock");
+    let err = store
+        .append_message("c", Direction::Inbound, &json!({ "n": 1 }))
+        .await
+        .expect_err("the database is locked");
+    assert!(
+        matches!(err, StoreError::Unavailable(_)) && err.is_transient(),
+        "{err:?}"
+    );
+    // The driver's error is kept for logs, behind an opaque source.
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(source.to_string().contains("locked"), "{source}");
+    assert!(store.get_conversation("c").await.expect("reads").is_some());
+
+    lock.release().await.expect("released");
+    store
+        .append_message("c", Direction::Inbound, &json!({ "n": 1 }))
+        .await
+        .expect("written once the lock is gone");
+}
+
+#[tokio::test]
+async fn an_unreachable_postgres_server_is_unavailable() {
+    let options = StoreOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..options()
+    };
+    // Port 1 on loopback: nothing listens there, the connection is refused.
+    let err = connect("postgres://postgres@127.0.0.1:1/test", options)
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(err.is_transient(), "{err:?}");
 }
 
 /// What the chapters wrote, to be found again after a restart.
