@@ -52,6 +52,7 @@ pub mod testing;
 use std::sync::Arc;
 
 use checked::Checked;
+use tracing::Instrument as _;
 
 pub use error::{BackendError, StoreError};
 pub use model::{
@@ -71,10 +72,14 @@ pub use store::{MAX_PAGE, Store, StoreOptions, sha256_hex};
 /// an applied migration was edited since.
 pub async fn connect(url: &str, opts: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
     if url.starts_with("sqlite:") {
-        let store = sqlite::SqliteStore::connect(url, &opts).await?;
+        let store = sqlite::SqliteStore::connect(url, &opts)
+            .instrument(tracing::debug_span!("store.connect", backend = "sqlite"))
+            .await?;
         Ok(Arc::new(Checked(store)))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let store = postgres::PgStore::connect(url, &opts).await?;
+        let store = postgres::PgStore::connect(url, &opts)
+            .instrument(tracing::debug_span!("store.connect", backend = "postgres"))
+            .await?;
         Ok(Arc::new(Checked(store)))
     } else {
         // Only the scheme is echoed: the rest of a URL may hold a password.

@@ -42,7 +42,7 @@ impl PgStore {
             .connect_with(connect_options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        tracing::debug!(backend = "postgres", "store.connect");
+        tracing::debug!("connected and migrated");
         Ok(Self { pool })
     }
 

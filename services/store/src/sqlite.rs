@@ -61,7 +61,7 @@ impl SqliteStore {
         }
         let pool = pool_options.connect_with(connect_options).await?;
         MIGRATOR.run(&pool).await?;
-        tracing::debug!(backend = "sqlite", "store.connect");
+        tracing::debug!("connected and migrated");
         Ok(Self { pool })
     }
 

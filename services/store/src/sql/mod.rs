@@ -15,8 +15,10 @@
 //!   serialised, so that of two concurrent activations the later one wins.
 //!
 //! The queries live in one file per group of tables, as free functions returning the crate's
-//! internal `SqlError`; the trait implementation here turns that into a [`StoreError`], where
-//! driver errors are classified once.
+//! internal `SqlError`. The trait implementation here runs each operation in its span
+//! (`store.<operation>`, with the backend's name and nothing of the data) and turns its `SqlError`
+//! into a [`StoreError`], where driver errors are classified once. A call the input rules
+//! (`checked`) refuse never reaches a backend and has no span.
 
 mod conversations;
 mod handlers;
@@ -29,6 +31,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::{BACKEND_NAME, Db, SqlStore};
@@ -40,9 +43,20 @@ use crate::model::{
     ProtocolUsage, Role, Upload, UploadMeta,
 };
 
-/// Awaits one operation's queries and turns their `SqlError` into a `StoreError`.
-async fn run<T>(queries: impl Future<Output = Result<T, SqlError>>) -> Result<T, StoreError> {
-    Ok(queries.await?)
+/// The span of one business operation: `store.<operation>` at debug level, so that nothing is built
+/// when debug is off, naming the backend and nothing of the data.
+macro_rules! span {
+    ($name:literal) => {
+        tracing::debug_span!($name, backend = BACKEND_NAME)
+    };
+}
+
+/// Runs one operation's queries inside its span and turns their `SqlError` into a `StoreError`.
+async fn traced<T>(
+    span: tracing::Span,
+    queries: impl Future<Output = Result<T, SqlError>>,
+) -> Result<T, StoreError> {
+    Ok(queries.instrument(span).await?)
 }
 
 #[async_trait::async_trait]
@@ -52,7 +66,7 @@ impl crate::Store for SqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        run(async {
+        traced(span!("store.ping"), async {
             sqlx::query("SELECT 1").execute(&self.pool).await?;
             Ok(())
         })
@@ -62,15 +76,27 @@ impl crate::Store for SqlStore {
     // --- conversations -------------------------------------------------------------------------
 
     async fn create_conversation(&self, new: NewConversation) -> Result<Conversation, StoreError> {
-        run(conversations::create(self, new)).await
+        traced(
+            span!("store.create_conversation"),
+            conversations::create(self, new),
+        )
+        .await
     }
 
     async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
-        run(conversations::get(self, id)).await
+        traced(
+            span!("store.get_conversation"),
+            conversations::get(self, id),
+        )
+        .await
     }
 
     async fn touch_conversation(&self, id: &str) -> Result<DateTime<Utc>, StoreError> {
-        run(conversations::touch(self, id)).await
+        traced(
+            span!("store.touch_conversation"),
+            conversations::touch(self, id),
+        )
+        .await
     }
 
     async fn update_conversation_state(
@@ -79,12 +105,10 @@ impl crate::Store for SqlStore {
         expected_version: i64,
         state: &Value,
     ) -> Result<i64, StoreError> {
-        run(conversations::update_state(
-            self,
-            id,
-            expected_version,
-            state,
-        ))
+        traced(
+            span!("store.update_conversation_state"),
+            conversations::update_state(self, id, expected_version, state),
+        )
         .await
     }
 
@@ -94,12 +118,10 @@ impl crate::Store for SqlStore {
         direction: Direction,
         message: &Value,
     ) -> Result<LoggedMessage, StoreError> {
-        run(conversations::append_message(
-            self,
-            conversation_id,
-            direction,
-            message,
-        ))
+        traced(
+            span!("store.append_message"),
+            conversations::append_message(self, conversation_id, direction, message),
+        )
         .await
     }
 
@@ -109,12 +131,10 @@ impl crate::Store for SqlStore {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
-        run(conversations::list_messages(
-            self,
-            conversation_id,
-            after_seq,
-            limit,
-        ))
+        traced(
+            span!("store.list_messages"),
+            conversations::list_messages(self, conversation_id, after_seq, limit),
+        )
         .await
     }
 
@@ -126,29 +146,37 @@ impl crate::Store for SqlStore {
         content_type: &str,
         filename: Option<&str>,
     ) -> Result<UploadMeta, StoreError> {
-        run(uploads::put(self, bytes, content_type, filename)).await
+        traced(
+            span!("store.put_upload"),
+            uploads::put(self, bytes, content_type, filename),
+        )
+        .await
     }
 
     async fn get_upload(&self, id: &str) -> Result<Option<Upload>, StoreError> {
-        run(uploads::get(self, id)).await
+        traced(span!("store.get_upload"), uploads::get(self, id)).await
     }
 
     async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError> {
-        run(uploads::meta(self, id)).await
+        traced(span!("store.upload_meta"), uploads::meta(self, id)).await
     }
 
     // --- protocols and agreements --------------------------------------------------------------
 
     async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError> {
-        run(protocols::put(self, text)).await
+        traced(span!("store.put_protocol"), protocols::put(self, text)).await
     }
 
     async fn get_protocol(&self, hash: &str) -> Result<Option<Protocol>, StoreError> {
-        run(protocols::get(self, hash)).await
+        traced(span!("store.get_protocol"), protocols::get(self, hash)).await
     }
 
     async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError> {
-        run(protocols::record_agreement(self, new)).await
+        traced(
+            span!("store.record_agreement"),
+            protocols::record_agreement(self, new),
+        )
+        .await
     }
 
     async fn agreements_with_peer(
@@ -156,21 +184,37 @@ impl crate::Store for SqlStore {
         peer: &str,
         role: Role,
     ) -> Result<Vec<Agreement>, StoreError> {
-        run(protocols::agreements_with_peer(self, peer, role)).await
+        traced(
+            span!("store.agreements_with_peer"),
+            protocols::agreements_with_peer(self, peer, role),
+        )
+        .await
     }
 
     async fn agreements_for_protocol(&self, hash: &str) -> Result<Vec<Agreement>, StoreError> {
-        run(protocols::agreements_for_protocol(self, hash)).await
+        traced(
+            span!("store.agreements_for_protocol"),
+            protocols::agreements_for_protocol(self, hash),
+        )
+        .await
     }
 
     async fn list_agreements(&self, limit: u32) -> Result<Vec<Agreement>, StoreError> {
-        run(protocols::list_agreements(self, limit)).await
+        traced(
+            span!("store.list_agreements"),
+            protocols::list_agreements(self, limit),
+        )
+        .await
     }
 
     // --- negotiations --------------------------------------------------------------------------
 
     async fn start_negotiation(&self, new: NewNegotiation) -> Result<Negotiation, StoreError> {
-        run(negotiations::start(self, new)).await
+        traced(
+            span!("store.start_negotiation"),
+            negotiations::start(self, new),
+        )
+        .await
     }
 
     async fn append_transcript(
@@ -179,12 +223,10 @@ impl crate::Store for SqlStore {
         direction: Direction,
         message: &Value,
     ) -> Result<LoggedMessage, StoreError> {
-        run(negotiations::append_transcript(
-            self,
-            negotiation_id,
-            direction,
-            message,
-        ))
+        traced(
+            span!("store.append_transcript"),
+            negotiations::append_transcript(self, negotiation_id, direction, message),
+        )
         .await
     }
 
@@ -193,21 +235,33 @@ impl crate::Store for SqlStore {
         id: Uuid,
         outcome: NegotiationOutcome,
     ) -> Result<Negotiation, StoreError> {
-        run(negotiations::finish(self, id, outcome)).await
+        traced(
+            span!("store.finish_negotiation"),
+            negotiations::finish(self, id, outcome),
+        )
+        .await
     }
 
     async fn get_negotiation(&self, id: Uuid) -> Result<Option<NegotiationRecord>, StoreError> {
-        run(negotiations::get(self, id)).await
+        traced(span!("store.get_negotiation"), negotiations::get(self, id)).await
     }
 
     async fn negotiations_for_protocol(&self, hash: &str) -> Result<Vec<Negotiation>, StoreError> {
-        run(negotiations::for_protocol(self, hash)).await
+        traced(
+            span!("store.negotiations_for_protocol"),
+            negotiations::for_protocol(self, hash),
+        )
+        .await
     }
 
     // --- handlers ------------------------------------------------------------------------------
 
     async fn insert_handler_candidate(&self, new: NewHandler) -> Result<Handler, StoreError> {
-        run(handlers::insert_candidate(self, new)).await
+        traced(
+            span!("store.insert_handler_candidate"),
+            handlers::insert_candidate(self, new),
+        )
+        .await
     }
 
     async fn record_handler_verification(
@@ -216,23 +270,35 @@ impl crate::Store for SqlStore {
         passed: bool,
         report: &Value,
     ) -> Result<Handler, StoreError> {
-        run(handlers::record_verification(self, id, passed, report)).await
+        traced(
+            span!("store.record_handler_verification"),
+            handlers::record_verification(self, id, passed, report),
+        )
+        .await
     }
 
     async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError> {
-        run(handlers::activate(self, id)).await
+        traced(
+            span!("store.activate_handler"),
+            handlers::activate(self, id),
+        )
+        .await
     }
 
     async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError> {
-        run(handlers::attach_compiled(self, id, compiled)).await
+        traced(
+            span!("store.attach_compiled"),
+            handlers::attach_compiled(self, id, compiled),
+        )
+        .await
     }
 
     async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
-        run(handlers::get(self, id)).await
+        traced(span!("store.get_handler"), handlers::get(self, id)).await
     }
 
     async fn active_handler(&self, hash: &str) -> Result<Option<Handler>, StoreError> {
-        run(handlers::active(self, hash)).await
+        traced(span!("store.active_handler"), handlers::active(self, hash)).await
     }
 
     // --- usage ---------------------------------------------------------------------------------
@@ -244,10 +310,14 @@ impl crate::Store for SqlStore {
         ok: u64,
         errors: u64,
     ) -> Result<ProtocolUsage, StoreError> {
-        run(usage::record(self, peer, hash, ok, errors)).await
+        traced(
+            span!("store.record_usage"),
+            usage::record(self, peer, hash, ok, errors),
+        )
+        .await
     }
 
     async fn usage(&self, peer: &str, hash: &str) -> Result<Option<ProtocolUsage>, StoreError> {
-        run(usage::get(self, peer, hash)).await
+        traced(span!("store.usage"), usage::get(self, peer, hash)).await
     }
 }
