@@ -7,7 +7,7 @@ use thiserror::Error;
 
 /// What can go wrong in a store operation.
 ///
-/// The first three variants are outcomes a caller acts on (404, 409, 400 at the HTTP edge), and
+/// The first three variants are outcomes a caller acts on (404, 409, 422 at the HTTP edge), and
 /// `Unavailable` says that trying again later may succeed. The rest are failures a caller logs and
 /// answers "internal error" for. The driver's own error stays in `source()`, opaque, and is never
 /// rendered into a response.

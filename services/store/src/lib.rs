@@ -38,6 +38,8 @@
 //!   index), consecutive log sequence numbers (primary key + counter row), an accepted negotiation
 //!   names its protocol (CHECK), every enumeration is a CHECKed closed set.
 //! - **Migrations are never edited once applied**; a change is a new numbered file on both sides.
+//! - **Operations are traced, data is not**: each runs in a `store.<operation>` span (debug level)
+//!   whose one field is the backend's name; no message, state or value reaches a span or a log.
 
 mod checked;
 mod error;
