@@ -182,18 +182,42 @@ fn violation(err: &sqlx::Error) -> Option<sqlx::error::ErrorKind> {
     }
 }
 
-pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(
         violation(err),
         Some(sqlx::error::ErrorKind::UniqueViolation)
     )
 }
 
-pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
     matches!(
         violation(err),
         Some(sqlx::error::ErrorKind::ForeignKeyViolation)
     )
+}
+
+/// For `map_err` on a statement whose foreign key names a row that must exist: a violation is
+/// [`StoreError::NotFound`] of that row (`what`), anything else a driver error.
+pub(crate) fn missing(what: impl FnOnce() -> String) -> impl FnOnce(sqlx::Error) -> SqlError {
+    move |err| {
+        if is_foreign_key_violation(&err) {
+            StoreError::not_found(what()).into()
+        } else {
+            err.into()
+        }
+    }
+}
+
+/// For `map_err` on a statement a unique key guards: a violation is [`StoreError::Conflict`]
+/// (`what`), anything else a driver error.
+pub(crate) fn duplicate(what: impl FnOnce() -> String) -> impl FnOnce(sqlx::Error) -> SqlError {
+    move |err| {
+        if is_unique_violation(&err) {
+            StoreError::conflict(what()).into()
+        } else {
+            err.into()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::SqlStore;
 use crate::StoreError;
-use crate::error::{SqlError, is_unique_violation};
+use crate::error::{SqlError, duplicate};
 use crate::model::{Conversation, Direction, LoggedMessage, NewConversation};
 use crate::rows::{ConversationRow, MessageRow, Text, conversation_columns, message_columns};
 use crate::store::{now, page_limit};
@@ -28,13 +28,9 @@ pub(super) async fn create(
     .fetch_one(&store.pool)
     .await
     .map(Into::into)
-    .map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::conflict(format!("conversation {} already exists", new.id)).into()
-        } else {
-            e.into()
-        }
-    })
+    .map_err(duplicate(|| {
+        format!("conversation {} already exists", new.id)
+    }))
 }
 
 pub(super) async fn get(store: &SqlStore, id: &str) -> Result<Option<Conversation>, SqlError> {

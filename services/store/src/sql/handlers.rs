@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{Db, SqlStore};
 use crate::StoreError;
-use crate::error::{SqlError, is_foreign_key_violation, is_unique_violation};
+use crate::error::{SqlError, duplicate, missing};
 use crate::model::{Handler, HandlerState, NewHandler};
 use crate::rows::{DbUuid, HandlerRow, Text, handler_columns};
 use crate::store::{now, sha256_hex};
@@ -32,13 +32,7 @@ pub(super) async fn insert_candidate(
     .fetch_one(&store.pool)
     .await
     .map(Into::into)
-    .map_err(|e| {
-        if is_foreign_key_violation(&e) {
-            StoreError::not_found(format!("protocol {}", new.protocol_hash)).into()
-        } else {
-            e.into()
-        }
-    })
+    .map_err(missing(|| format!("protocol {}", new.protocol_hash)))
 }
 
 pub(super) async fn record_verification(
@@ -110,16 +104,9 @@ pub(super) async fn activate(store: &SqlStore, id: Uuid) -> Result<Handler, SqlE
     .bind(now)
     .fetch_one(&mut *tx)
     .await
-    .map_err(|e| {
-        if is_unique_violation(&e) {
-            StoreError::conflict(format!(
-                "another handler became active while activating {id}"
-            ))
-            .into()
-        } else {
-            SqlError::from(e)
-        }
-    })?;
+    .map_err(duplicate(|| {
+        format!("another handler became active while activating {id}")
+    }))?;
     tx.commit().await?;
     Ok(row.into())
 }

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::SqlStore;
 use crate::StoreError;
-use crate::error::{SqlError, is_foreign_key_violation};
+use crate::error::{SqlError, missing};
 use crate::model::{
     Direction, LoggedMessage, Negotiation, NegotiationOutcome, NegotiationRecord,
     NegotiationStatus, NewNegotiation,
@@ -29,13 +29,7 @@ pub(super) async fn start(store: &SqlStore, new: NewNegotiation) -> Result<Negot
     .fetch_one(&store.pool)
     .await
     .map(Into::into)
-    .map_err(|e| {
-        if is_foreign_key_violation(&e) {
-            StoreError::not_found(format!("conversation {}", new.conversation_id)).into()
-        } else {
-            e.into()
-        }
-    })
+    .map_err(missing(|| format!("conversation {}", new.conversation_id)))
 }
 
 pub(super) async fn append_transcript(
@@ -94,12 +88,13 @@ pub(super) async fn finish(
     .bind(now())
     .fetch_optional(&mut *tx)
     .await
-    .map_err(|e| match &outcome.protocol_hash {
-        Some(hash) if is_foreign_key_violation(&e) => {
-            StoreError::not_found(format!("protocol {hash}")).into()
-        }
-        _ => SqlError::from(e),
-    })?;
+    // The protocol is the one foreign key this update sets.
+    .map_err(missing(|| {
+        format!(
+            "protocol {}",
+            outcome.protocol_hash.as_deref().unwrap_or_default()
+        )
+    }))?;
     if let Some(row) = finished {
         tx.commit().await?;
         return Ok(row.into());

@@ -1,8 +1,7 @@
 //! Protocol texts and who agreed them.
 
 use super::SqlStore;
-use crate::StoreError;
-use crate::error::{SqlError, is_foreign_key_violation};
+use crate::error::{SqlError, missing};
 use crate::model::{Agreement, NewAgreement, Protocol, Role};
 use crate::rows::{AgreementRow, ProtocolRow, Text, agreement_columns, protocol_columns};
 use crate::store::{now, page_limit, sha256_hex};
@@ -65,13 +64,7 @@ pub(super) async fn record_agreement(
     .fetch_one(&store.pool)
     .await
     .map(Into::into)
-    .map_err(|e| {
-        if is_foreign_key_violation(&e) {
-            StoreError::not_found(format!("protocol {}", new.protocol_hash)).into()
-        } else {
-            e.into()
-        }
-    })
+    .map_err(missing(|| format!("protocol {}", new.protocol_hash)))
 }
 
 pub(super) async fn agreements_with_peer(

@@ -1,8 +1,7 @@
 //! Per-peer protocol usage counters.
 
 use super::SqlStore;
-use crate::StoreError;
-use crate::error::{SqlError, is_foreign_key_violation};
+use crate::error::{SqlError, missing};
 use crate::model::ProtocolUsage;
 use crate::rows::{UsageRow, usage_columns};
 use crate::store::now;
@@ -35,13 +34,7 @@ pub(super) async fn record(
     .fetch_one(&store.pool)
     .await
     .map(Into::into)
-    .map_err(|e| {
-        if is_foreign_key_violation(&e) {
-            StoreError::not_found(format!("protocol {hash}")).into()
-        } else {
-            e.into()
-        }
-    })
+    .map_err(missing(|| format!("protocol {hash}")))
 }
 
 pub(super) async fn get(
