@@ -43,8 +43,7 @@ use std::time::{Duration, Instant};
 
 use parley::agent::Agent;
 use parley::client::NlipClient;
-use parley::config::{ReasonerKind, Settings};
-use parley::negotiation::provider::ProtocolBackend;
+use parley::config::{ProtocolBackend, ReasonerKind, Settings};
 use parley::negotiation::requester::{Outcome, Requester};
 use parley::startup::Bound;
 use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
@@ -808,7 +807,7 @@ impl Driver {
             Op::Application(payload) => {
                 let answer = self
                     .agent
-                    .provider
+                    .provider()
                     .application(
                         &self.hash,
                         payload,

@@ -493,7 +493,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     let mut settings = test_settings(dir.path());
     settings.reasoner = parley::config::ReasonerKind::Openai;
     settings.openai.base_url = model.base_url();
-    settings.negotiation.backend = parley::negotiation::provider::ProtocolBackend::Openai;
+    settings.negotiation.backend = parley::config::ProtocolBackend::Openai;
     let provider = TestApp::spawn(&settings).await;
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;

@@ -16,9 +16,9 @@ use parley_negotiator::{
 use parley_store::{Store, StoreOptions};
 use tokio::net::TcpListener;
 
-use crate::agent::Agent;
-use crate::config::{ReasonerKind, Settings};
-use crate::negotiation::provider::{ProtocolBackend, Provider};
+use crate::agent::{Agent, AgentSettings};
+use crate::config::{ProtocolBackend, ReasonerKind, Settings};
+use crate::negotiation::provider::Provider;
 use crate::server::{self, AppState};
 
 /// Loads the capabilities file, or an empty set when none is configured.
@@ -159,15 +159,17 @@ impl Bound {
             .with_context(|| format!("cannot listen on {}", settings.upload_listen))?;
         let addr = listener.local_addr()?;
         let upload_addr = upload_listener.local_addr()?;
-        let agent = Agent {
+        let agent = Agent::new(
             store,
             reasoner,
             capabilities,
-            agent_id: settings.agent_id.clone(),
-            upload_base: settings.upload_base_url(upload_addr),
-            history_messages: settings.limits.history_messages,
             provider,
-        };
+            AgentSettings {
+                agent_id: settings.agent_id.clone(),
+                upload_base: settings.upload_base_url(upload_addr),
+                history_messages: settings.limits.history_messages,
+            },
+        );
         Ok(Bound {
             state: AppState::new(Arc::new(agent), settings.limits.clone()),
             listener,
@@ -182,23 +184,21 @@ impl Bound {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
+        let backends = self.state.agent.backends();
         tracing::info!(
             nlip = %format!("http://{}/nlip", self.addr),
             uploads = %format!("http://{}/upload", self.upload_addr),
-            store = self.state.agent.store.backend_name(),
-            reasoner = self.state.agent.reasoner.backend(),
-            capabilities = self.state.agent.capabilities.len(),
+            store = backends.store,
+            reasoner = backends.reasoner,
+            capabilities = backends.capabilities,
             "parley is listening"
         );
-        let provider = self.state.agent.provider.clone();
-        let store = self.state.agent.store.clone();
-        let flusher = provider
-            .usage
-            .spawn_flusher(store.clone(), Duration::from_secs(1));
+        let provider = self.state.agent.provider().clone();
+        let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
-        provider.usage.flush_within(&store, last_flush).await;
+        provider.flush_usage_within(last_flush).await;
         served?;
         Ok(())
     }
