@@ -249,7 +249,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let requester = requester(&requester_dir).await?;
     let hash = ProtocolHash::of(base);
     let payload = product_request("m1");
-    let application = parley::negotiation::application_message(&hash, payload.clone());
+    let application = parley::negotiation::nlip::application_message(&hash, payload.clone());
     let text = Message::text("english", "Hello");
     let mut rows = Vec::new();
     // The provider in this process, sharing its runtime with the requester; then as it is
@@ -396,7 +396,7 @@ async fn load(base: &str, config: Config) -> Result<()> {
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
     let hash = agree(&requester, provider.addr, base).await?;
-    let application = Arc::new(parley::negotiation::application_message(
+    let application = Arc::new(parley::negotiation::nlip::application_message(
         &hash,
         product_request("load"),
     ));

@@ -19,6 +19,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::negotiation::nlip::{self, Inbound};
 use crate::negotiation::provider::Provider;
 
 /// Everything the agent needs, shared by all transports.
@@ -136,8 +137,9 @@ impl Agent {
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
     /// control out). Errors become NLIP error messages with their status.
     pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
-        let meta = crate::negotiation::meta_values(request);
-        let conversation = match self.conversation_for(request, peer, !meta.is_empty()).await {
+        let inbound = nlip::classify(request);
+        let is_meta = matches!(inbound, Inbound::Meta(_));
+        let conversation = match self.conversation_for(request, peer, is_meta).await {
             Ok(c) => c,
             Err(e) => return self.error_reply(request, None, e),
         };
@@ -146,13 +148,20 @@ impl Agent {
         {
             return self.error_reply(request, None, e);
         }
-        let result = match (&conversation, meta.is_empty()) {
-            (Some(cid), false) => Box::pin(self.meta(request, cid, &peer.to_string(), meta)).await,
-            _ if request.is_control() => self.control(request).await.map(|m| (m, StatusCode::OK)),
-            _ => self
-                .data(request, conversation.as_deref(), peer)
+        let ok = |message| (message, StatusCode::OK);
+        let result = match (inbound, &conversation) {
+            (Inbound::Meta(values), Some(cid)) => {
+                Box::pin(self.meta(request, cid, &peer.to_string(), values)).await
+            }
+            // A meta-protocol message always has a conversation (one is minted for it).
+            (Inbound::Meta(_) | Inbound::Control, _) => self.control(request).await.map(ok),
+            (Inbound::Application(application), _) => {
+                self.application(application, peer).await.map(ok)
+            }
+            (Inbound::Other, _) => self
+                .natural_language(request, conversation.as_deref())
                 .await
-                .map(|m| (m, StatusCode::OK)),
+                .map(ok),
         };
         let reply = match result {
             Ok((message, status)) => {
@@ -267,15 +276,8 @@ impl Agent {
         peer: &str,
         values: Vec<serde_json::Value>,
     ) -> Result<(Message, StatusCode), ApiError> {
-        let (reply, violation) = self.provider.handle_meta(cid, peer, values).await?;
-        match violation {
-            None => Ok((reply, StatusCode::OK)),
-            Some(e) => {
-                let mut message = e.to_info().to_message(request.reply_language());
-                message.submessages.extend(reply.submessages);
-                Ok((message, e.status()))
-            }
-        }
+        let turn = self.provider.handle_meta(cid, peer, values).await?;
+        Ok(nlip::meta_reply(turn, request))
     }
 
     /// Control messages (§6.3): the out-of-band upload request (§6.4), or a description of
@@ -302,36 +304,13 @@ impl Agent {
             .with_submessage(Submessage::new(Format::Structured, "json", info).with_label("agent")))
     }
 
-    /// Data messages: application messages go to the protocol's handler, natural language to
-    /// the reasoner.
-    async fn data(
-        &self,
-        request: &Message,
-        conversation: Option<&str>,
-        peer: std::net::SocketAddr,
-    ) -> Result<Message, ApiError> {
-        match crate::negotiation::protocol_of(request) {
-            Some(hash) => self.application(request, hash, peer).await,
-            None => self.natural_language(request, conversation).await,
-        }
-    }
-
     /// An application message: its payload answered by the active handler of its protocol.
     async fn application(
         &self,
-        request: &Message,
-        hash: Result<ProtocolHash, String>,
+        application: Result<(ProtocolHash, &serde_json::Value), ApiError>,
         peer: std::net::SocketAddr,
     ) -> Result<Message, ApiError> {
-        let hash = hash.map_err(ApiError::BadProtocolToken)?;
-        let payload = match (&request.format, &request.content) {
-            (Format::Structured, Content::Json(v)) => v,
-            _ => {
-                return Err(ApiError::InvalidProtocolMessage(
-                    "an application message's first part is structured/json".into(),
-                ));
-            }
-        };
+        let (hash, payload) = application?;
         let output = Box::pin(self.provider.application(
             &hash,
             payload,

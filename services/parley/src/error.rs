@@ -53,6 +53,14 @@ impl ApiError {
         ApiError::Internal(e.into())
     }
 
+    /// A rule the peer broke in the meta-protocol.
+    pub fn negotiation(e: &parley_negotiator::NegotiationError) -> Self {
+        ApiError::Negotiation {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        }
+    }
+
     /// The stable, machine-readable code.
     pub fn code(&self) -> &str {
         match self {

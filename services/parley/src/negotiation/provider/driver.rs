@@ -6,7 +6,6 @@ use parley_negotiator::{
     FixVerdict, Mapping, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step,
     Verdict,
 };
-use parley_nlip::Message;
 use parley_store::{Direction, NewNegotiation, Role};
 use serde_json::Value;
 
@@ -15,6 +14,18 @@ use super::state::{self, Negotiation, NegotiationState};
 use super::{Provider, reasoner_error};
 use crate::error::ApiError;
 use crate::metrics;
+
+/// What one turn of the provider answers, whatever framing carries it.
+#[derive(Debug)]
+pub struct MetaTurn {
+    /// The meta-protocol messages to send to the peer, in order.
+    pub messages: Vec<MetaMessage>,
+    /// What happened, in a sentence or a few, for people reading the exchange.
+    pub summary: String,
+    /// A rule the peer broke: the negotiation ended over it (`messages` says so to the peer),
+    /// and the framing answers with an error.
+    pub violation: Option<NegotiationError>,
+}
 
 /// Per-turn working state of [`Provider::handle_meta`].
 #[derive(Default)]
@@ -34,13 +45,15 @@ pub(super) struct Turn {
 }
 
 impl Provider {
-    /// Answers the meta-protocol messages of one control message in conversation `cid`.
+    /// Answers the meta-protocol messages `values` that `peer` sent in one message of the
+    /// negotiation kept in conversation `cid` (the session key: the framing that carries the
+    /// negotiation chooses it and creates the conversation).
     pub async fn handle_meta(
         &self,
         cid: &str,
         peer: &str,
         values: Vec<Value>,
-    ) -> Result<(Message, Option<ApiError>), ApiError> {
+    ) -> Result<MetaTurn, ApiError> {
         let state::Loaded { mut state, version } = state::load(&self.store, cid).await?;
         let mut turn = Turn::default();
         let mut hello_seen = false;
@@ -82,7 +95,7 @@ impl Provider {
         if state.negotiation.is_some() || hello_seen {
             state::save(&self.store, cid, version, &state).await?;
         }
-        Ok(turn.into_reply())
+        Ok(turn.finish())
     }
 
     /// One negotiation message (`well_formed` when it parsed as one): it goes to the open
@@ -326,21 +339,19 @@ impl Turn {
         }
     }
 
-    /// The answer to the peer: hello answers first, then the negotiation's messages, and the
-    /// peer's rule break, if any, as an error.
-    fn into_reply(mut self) -> (Message, Option<ApiError>) {
+    /// What the turn answers: hello answers first, then the negotiation's messages.
+    fn finish(mut self) -> MetaTurn {
         let summary = if self.summary.is_empty() {
             "Meta-protocol message processed.".to_owned()
         } else {
             self.summary.join(" ")
         };
         self.hello_replies.append(&mut self.outbox);
-        let reply = crate::negotiation::wrap(summary, &self.hello_replies);
-        let violation = self.violation.map(|e| ApiError::Negotiation {
-            code: e.code().to_owned(),
-            message: e.to_string(),
-        });
-        (reply, violation)
+        MetaTurn {
+            messages: self.hello_replies,
+            summary,
+            violation: self.violation,
+        }
     }
 }
 

@@ -29,6 +29,7 @@ use parley_negotiator::{CapabilitySpec, ProtocolReasoner, Reasoner};
 use parley_sandbox::Sandbox;
 use parley_store::Store;
 
+pub use self::driver::MetaTurn;
 use self::usage::UsageCounts;
 use super::runner::{ProtocolCache, SandboxRunner};
 use crate::config::NegotiationLimits;
