@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt as _;
@@ -124,15 +124,6 @@ where
         Some(all) => Bytes::from(all),
         None => first.unwrap_or_default(),
     })
-}
-
-/// `POST /nlip` through the axum router (the same work as the direct path of [`serve`]).
-pub(super) async fn post_nlip(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: axum::extract::Request,
-) -> Response {
-    nlip_post(&state, peer, request).await.into_response()
 }
 
 /// One NLIP message over HTTP: the concurrency permit, the panic guard, then the exchange.

@@ -13,7 +13,7 @@ use axum::response::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use super::{AppState, app, prepare_socket};
+use super::{AppState, app, http, prepare_socket};
 
 /// The NLIP listener: one hyper connection (HTTP/1.1 or HTTP/2, with upgrades for WebSocket)
 /// per accepted socket, each served by an [`NlipService`] that knows its peer's address.
@@ -266,7 +266,7 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
         {
             return Box::pin(async move {
                 let _in_flight = in_flight;
-                let response = super::http::nlip_post(&shared.state, peer, request).await;
+                let response = http::nlip_post(&shared.state, peer, request).await;
                 Ok(response.map(http_body_util::Either::Left))
             });
         }

@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //! - `listener`: the NLIP listener's accept loop and its per-connection service, which
-//!   answers `POST /nlip` itself and hands every other request to [`app`].
+//!   answers `POST /nlip` itself and hands every other request to the router (`app`).
 //! - `http`: `POST /nlip` and the small HTTP end-points (health, metrics, 404, 405).
 //! - `websocket`: `/nlip/ws` (CBOR) and `/nlip/ws/text` (JSON).
 //! - `upload`: the upload listener's routes.
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{any, get};
 use axum::serve::ListenerExt as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_nlip::Message;
@@ -82,19 +82,21 @@ impl AppState {
     }
 }
 
-/// The NLIP listener's routes, as an axum router.
+/// The NLIP listener's routes other than `POST /nlip`, as an axum router.
 ///
-/// [`serve`] answers `POST /nlip` itself, straight from hyper (see [`NlipService`]), and hands
-/// every other request to this router; the router's own `POST /nlip` route runs the same code
-/// for callers that embed the router (tests drive it with `oneshot`). No router-wide layers:
-/// axum wraps every route in each one; the other routes get the panic guard as their own layer.
-pub fn app(state: AppState) -> Router {
-    use http::{health, method_not_allowed, metrics_text, not_found, panic_response, post_nlip};
+/// `POST /nlip` has one implementation, [`http::nlip_post`], which the listener's
+/// per-connection service (`listener::NlipService`) calls straight from hyper, before any
+/// routing: the hot path carries no routing table, extension map or boxed bodies. Every other
+/// request comes here; the NLIP paths answer other methods with the NLIP-shaped 405. No
+/// router-wide layers: axum wraps every route in each one; the other routes get the panic
+/// guard as their own layer.
+fn app(state: AppState) -> Router {
+    use http::{health, method_not_allowed, metrics_text, not_found, panic_response};
     use websocket::{ws_cbor, ws_text};
     let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
     Router::new()
-        .route("/nlip", post(post_nlip).fallback(method_not_allowed))
-        .route("/nlip/", post(post_nlip).fallback(method_not_allowed))
+        .route("/nlip", any(method_not_allowed))
+        .route("/nlip/", any(method_not_allowed))
         .route("/nlip/ws", get(ws_cbor).layer(guard()))
         .route("/nlip/ws/text", get(ws_text).layer(guard()))
         .route("/health", get(health).layer(guard()))
