@@ -896,14 +896,14 @@ struct KeptServer {
     addr: std::net::SocketAddr,
     agent: Arc<Agent>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    task: tokio::task::JoinHandle<std::result::Result<(), parley::startup::StartupError>>,
 }
 
 impl KeptServer {
     async fn spawn(settings: &Settings) -> Result<KeptServer> {
         let bound = Bound::new(settings)
             .await
-            .map_err(|e| format!("server: {e:#}"))?;
+            .map_err(|e| format!("server: {}", parley::error::chain(&e)))?;
         let (addr, agent) = (bound.addr, bound.state.agent.clone());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(bound.run(async {

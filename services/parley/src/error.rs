@@ -45,11 +45,15 @@ pub enum ApiError {
     #[error("the reasoner failed: {message}")]
     Reasoner { code: String, message: String },
     #[error("internal error")]
-    Internal(#[source] anyhow::Error),
+    Internal(#[source] BoxError),
 }
 
+/// An opaque cause, kept for the log.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl ApiError {
-    pub fn internal(e: impl Into<anyhow::Error>) -> Self {
+    /// An internal failure: logged with its cause, sent to the peer only as `internal`.
+    pub fn internal(e: impl Into<BoxError>) -> Self {
         ApiError::Internal(e.into())
     }
 
@@ -112,7 +116,7 @@ impl ApiError {
     /// chain, and reach the peer only as an opaque message.
     pub fn to_info(&self) -> ErrorInfo {
         if let ApiError::Internal(e) = self {
-            tracing::error!(error = format!("{e:#}"), "internal error");
+            tracing::error!(error = chain(e.as_ref()), "internal error");
         }
         let info = ErrorInfo::new(self.code(), self.to_string());
         match self {
@@ -120,6 +124,18 @@ impl ApiError {
             _ => info,
         }
     }
+}
+
+/// An error and its causes, outermost first, joined with `: `.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl From<DecodeError> for ApiError {

@@ -214,7 +214,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
 }
 
 fn panicked() -> ApiError {
-    ApiError::internal(anyhow::anyhow!("a request handler panicked"))
+    ApiError::internal("a request handler panicked")
 }
 
 pub(super) fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

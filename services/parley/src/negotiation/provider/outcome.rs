@@ -40,9 +40,7 @@ impl Provider {
     ) -> Result<(), ApiError> {
         let (Some(id), Some(generated)) = (negotiation.handler_id, negotiation.handler.as_ref())
         else {
-            return Err(ApiError::internal(anyhow::anyhow!(
-                "ready without a verified handler"
-            )));
+            return Err(ApiError::internal("ready without a verified handler"));
         };
         self.store.activate_handler(id).await?;
         self.store

@@ -90,7 +90,7 @@ pub(super) async fn save(
     let value = serde_json::to_value(state).expect("negotiation state serializes");
     match store.update_conversation_state(cid, version, &value).await {
         Ok(_) => Ok(()),
-        Err(StoreError::Conflict { .. }) => Err(ApiError::internal(anyhow::anyhow!(
+        Err(StoreError::Conflict { .. }) => Err(ApiError::internal(format!(
             "concurrent negotiation messages in conversation {cid}"
         ))),
         Err(e) => Err(e.into()),
