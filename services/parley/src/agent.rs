@@ -143,10 +143,11 @@ impl Agent {
             Ok(c) => c,
             Err(e) => return self.error_reply(request, None, e),
         };
-        if let Some(id) = &conversation
-            && let Err(e) = self.log(id, Direction::Inbound, request).await
-        {
-            return self.error_reply(request, None, e);
+        if let Some(id) = &conversation {
+            tracing::Span::current().record("conversation", id.as_str());
+            if let Err(e) = self.log(id, Direction::Inbound, request).await {
+                return self.error_reply(request, None, e);
+            }
         }
         let ok = |message| (message, StatusCode::OK);
         let result = match (inbound, &conversation) {

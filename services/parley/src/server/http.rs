@@ -187,7 +187,7 @@ where
         Ok(m) => m,
         Err(e) => return error_response(encoding, e),
     };
-    let reply = state.answer(request, peer).await;
+    let reply = state.answer(request, peer, "http").await;
     encoding.respond(reply.status, &reply.message)
 }
 

@@ -21,6 +21,7 @@ use axum::serve::ListenerExt as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_nlip::Message;
 use tokio::net::{TcpListener, TcpStream};
+use tracing::Instrument as _;
 
 use crate::agent::{Agent, Reply};
 use crate::config::Limits;
@@ -68,10 +69,24 @@ impl AppState {
         }
     }
 
-    /// Runs the agent under the request timeout.
-    pub(crate) async fn answer(&self, request: Message, peer: SocketAddr) -> Reply {
+    /// Runs the agent under the request timeout, in an `nlip.request` span (`transport`:
+    /// `http` or `ws`). The span is at debug level: at the default level it is disabled, and
+    /// costs the hot path nothing measurable.
+    pub(crate) async fn answer(
+        &self,
+        request: Message,
+        peer: SocketAddr,
+        transport: &'static str,
+    ) -> Reply {
+        let span = tracing::debug_span!(
+            "nlip.request",
+            transport,
+            %peer,
+            conversation = tracing::field::Empty
+        );
         let timeout = Duration::from_millis(self.limits.request_timeout_ms);
-        match tokio::time::timeout(timeout, self.agent.handle(&request, peer)).await {
+        let handled = self.agent.handle(&request, peer).instrument(span);
+        match tokio::time::timeout(timeout, handled).await {
             Ok(reply) => reply,
             Err(_) => self.agent.error_reply(
                 &request,

@@ -141,7 +141,7 @@ async fn answer_frame(
         state.check_rate(peer).and_then(|()| encoding.decode(bytes))
     };
     let message = match decoded {
-        Ok(request) => state.answer(request, peer).await.message,
+        Ok(request) => state.answer(request, peer, "ws").await.message,
         Err(e) => bare_error(&e),
     };
     // The text end-point always answers in text, even when the peer sent binary.

@@ -8,6 +8,7 @@ use parley_negotiator::{
 };
 use parley_store::{Direction, NewNegotiation, Role};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::build::{Built, Source};
 use super::state::{self, Negotiation, NegotiationState};
@@ -60,20 +61,26 @@ impl Provider {
         for value in values {
             metrics::negotiation_messages("inbound", 1);
             let parsed = MetaMessage::from_value(value.clone());
-            match parsed {
-                Ok(MetaMessage::SourceHello(hello)) => {
-                    hello_seen = true;
-                    self.answer_hello(hello, value, &mut state, &mut turn)
-                        .await?;
+            let action = parsed.as_ref().map_or("invalid", MetaMessage::kind);
+            let span = tracing::info_span!("negotiation.round", peer, conversation = cid, action);
+            let round = async {
+                match parsed {
+                    Ok(MetaMessage::SourceHello(hello)) => {
+                        hello_seen = true;
+                        self.answer_hello(hello, value, &mut state, &mut turn).await
+                    }
+                    Ok(MetaMessage::DestinationHello(_)) => {
+                        state.hello_transcript.push((Direction::Inbound, value));
+                        Ok(())
+                    }
+                    _ => {
+                        let well_formed = parsed.is_ok();
+                        self.receive(cid, peer, value, well_formed, &mut state, &mut turn)
+                            .await
+                    }
                 }
-                Ok(MetaMessage::DestinationHello(_)) => {
-                    state.hello_transcript.push((Direction::Inbound, value));
-                }
-                _ => {
-                    self.receive(cid, peer, value, parsed.is_ok(), &mut state, &mut turn)
-                        .await?;
-                }
-            }
+            };
+            round.instrument(span).await?;
         }
         // A hello after this turn's first negotiation message belongs to that negotiation; one
         // after a negotiation ended waits for the next.

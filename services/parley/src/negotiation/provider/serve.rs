@@ -4,6 +4,7 @@
 
 use parley_negotiator::ProtocolHash;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::Provider;
 use crate::error::ApiError;
@@ -28,9 +29,11 @@ impl Provider {
             return Err(ApiError::InvalidProtocolMessage(v.to_string()));
         }
         let host = CapabilityBridge::new(self.capabilities.clone(), runtime);
+        let span = tracing::debug_span!("handler.call", protocol = %hash);
         let result = self
             .sandbox
             .call(&active.handler, request, &active.grants, host)
+            .instrument(span)
             .await;
         self.usage.count(peer, hash, result.is_ok());
         let output = match result {
