@@ -34,7 +34,8 @@ fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Which reasoner answers natural language (and, later, evaluates protocols).
+/// Which reasoner answers natural language; the protocol reasoner uses its model too (see
+/// [`ProtocolBackend`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasonerKind {

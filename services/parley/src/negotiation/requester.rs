@@ -1,7 +1,8 @@
 //! The requester's side: drives a [`RequesterSession`] against a provider over a
 //! [`MetaChannel`] (NLIP's, over HTTP or a WebSocket, is [`NlipLink`]), keeps the outcome in the
 //! local store, and calls agreed protocols — 0-RTT when the provider already knows the hash,
-//! renegotiating on its own when it does not.
+//! renegotiating on its own when it does not. The negotiation itself runs over any
+//! [`MetaChannel`]; [`Requester::call`] and [`ask_in_natural_language`] speak NLIP.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

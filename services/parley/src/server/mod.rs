@@ -147,9 +147,9 @@ pub async fn serve(
 }
 
 /// An accepted connection's socket sends each answer as soon as it is written (`TCP_NODELAY`).
-/// With Nagle's algorithm on, a peer that sent several messages on one WebSocket without waiting
-/// got every answer after the first about 40 ms late: each was held back until the peer's
-/// delayed ACK of the one before (20 such messages: 44 ms instead of 0.4 ms on loopback).
+/// With Nagle's algorithm on, a peer that sends several messages on one WebSocket without
+/// waiting gets every answer after the first late: each is held back until the peer's delayed
+/// ACK of the one before (some 40 ms on Linux).
 fn prepare_socket(stream: &TcpStream) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(peer = ?stream.peer_addr().ok(), error = %e, "could not set TCP_NODELAY");

@@ -43,9 +43,9 @@ pub(super) async fn ws_text(
 
 /// How much a WebSocket session reads at a time, and the read buffer it allocates up front.
 /// tungstenite zero-fills the free part of that buffer before every read: at its default of
-/// 128 KiB, a `memset` larger than the CPU's first-level cache for every frame (and for every read
-/// that found nothing), about 2.5 % of the provider's CPU in the negotiation bench, and 128 KiB
-/// held by every connection. NLIP messages are small; a large one takes several reads.
+/// 128 KiB, that is a `memset` larger than the CPU's first-level cache for every frame (and for
+/// every read that finds nothing), and 128 KiB held by every connection. NLIP messages are small;
+/// a large one takes several reads.
 pub const WS_READ_CHUNK: usize = 8 * 1024;
 
 /// The session keeps the connection's slot (`limits.max_connections`) until it ends; a router

@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - `driver`: one turn — the inbound meta-protocol messages of one message, answered.
-//! - `state`: what a conversation keeps between turns ([`NegotiationState`](state)), read
+//! - `state`: what a conversation keeps between turns (`NegotiationState`), read
 //!   once and written once per turn.
 //! - `hello`: the hello exchange and the 0-RTT selection.
 //! - `build`: handler generation, verification, regeneration, and the compiled form's check.
