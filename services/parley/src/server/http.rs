@@ -139,56 +139,44 @@ where
     // Requests beyond the limit wait here, before their body is read. (`acquire` only fails
     // on a closed semaphore, and nothing closes this one.)
     let _permit = state.permits.acquire().await.ok();
+    let exchange = async {
+        // Only the Content-Type is needed: it is read in place, and the rest of the head is
+        // dropped before the first await rather than carried through the exchange.
+        let (encoding, body) = {
+            let (parts, body) = request.into_parts();
+            (Encoding::of(&parts.headers), body)
+        };
+        let encoding = match encoding {
+            Ok(e) => e,
+            Err(e) => return error_response(Encoding::Json, e),
+        };
+        if let Err(e) = state.check_rate(peer) {
+            return error_response(encoding, e);
+        }
+        // The body must arrive within the request timeout: a peer that sends it slowly, or stops
+        // half-way, holds a concurrency permit only that long. (A body already received, the
+        // usual case, is read without arming a timer.)
+        let ms = state.limits.request_timeout_ms;
+        let body = tokio::time::timeout(
+            Duration::from_millis(ms),
+            read_body(body, state.limits.max_message_bytes),
+        );
+        let request = match body
+            .await
+            .unwrap_or(Err(ApiError::SlowBody(ms)))
+            .and_then(|b| encoding.decode(&b))
+        {
+            Ok(m) => m,
+            Err(e) => return error_response(encoding, e),
+        };
+        let reply = state.answer(request, peer, "http").await;
+        encoding.respond(reply.status, &reply.message)
+    };
     // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
-    match std::panic::AssertUnwindSafe(answer_post(state, peer, request))
-        .catch_unwind()
-        .await
-    {
+    match std::panic::AssertUnwindSafe(exchange).catch_unwind().await {
         Ok(response) => response,
         Err(_) => error_response(Encoding::Json, panicked()),
     }
-}
-
-async fn answer_post<B>(
-    state: &AppState,
-    peer: SocketAddr,
-    request: axum::http::Request<B>,
-) -> Response<http_body_util::Full<Bytes>>
-where
-    B: hyper::body::Body<Data = Bytes>,
-    B::Error: std::fmt::Display,
-{
-    // Only the Content-Type is needed: it is read in place, and the rest of the head is
-    // dropped before the first await rather than carried through the exchange.
-    let (encoding, body) = {
-        let (parts, body) = request.into_parts();
-        (Encoding::of(&parts.headers), body)
-    };
-    let encoding = match encoding {
-        Ok(e) => e,
-        Err(e) => return error_response(Encoding::Json, e),
-    };
-    if let Err(e) = state.check_rate(peer) {
-        return error_response(encoding, e);
-    }
-    // The body must arrive within the request timeout: a peer that sends it slowly, or stops
-    // half-way, holds a concurrency permit only that long. (A body already received, the
-    // usual case, is read without arming a timer.)
-    let ms = state.limits.request_timeout_ms;
-    let body = tokio::time::timeout(
-        Duration::from_millis(ms),
-        read_body(body, state.limits.max_message_bytes),
-    );
-    let request = match body
-        .await
-        .unwrap_or(Err(ApiError::SlowBody(ms)))
-        .and_then(|b| encoding.decode(&b))
-    {
-        Ok(m) => m,
-        Err(e) => return error_response(encoding, e),
-    };
-    let reply = state.answer(request, peer, "http").await;
-    encoding.respond(reply.status, &reply.message)
 }
 
 pub(super) async fn health(State(state): State<AppState>) -> Response {

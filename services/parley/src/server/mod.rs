@@ -107,13 +107,13 @@ impl AppState {
 /// guard as their own layer.
 fn app(state: AppState) -> Router {
     use http::{health, method_not_allowed, metrics_text, not_found, panic_response};
-    use websocket::{ws_cbor, ws_text};
+    use websocket::{Framing, route};
     let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
     Router::new()
         .route("/nlip", any(method_not_allowed))
         .route("/nlip/", any(method_not_allowed))
-        .route("/nlip/ws", get(ws_cbor).layer(guard()))
-        .route("/nlip/ws/text", get(ws_text).layer(guard()))
+        .route("/nlip/ws", route(Framing::Cbor).layer(guard()))
+        .route("/nlip/ws/text", route(Framing::Text).layer(guard()))
         .route("/health", get(health).layer(guard()))
         .route("/metrics", get(metrics_text).layer(guard()))
         .fallback(not_found)

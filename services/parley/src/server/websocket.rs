@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
 use axum::response::Response;
+use axum::routing::{MethodRouter, get};
 
 use super::AppState;
 use super::http::Encoding;
@@ -18,27 +19,21 @@ use crate::error::ApiError;
 
 /// Which end-point a socket was opened on: CBOR binary frames or UTF-8 JSON text frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
+pub(super) enum Framing {
     Cbor,
     Text,
 }
 
-pub(super) async fn ws_cbor(
-    ws: WebSocketUpgrade,
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    slot: Option<Extension<ConnectionSlot>>,
-) -> Response {
-    upgrade(ws, state, peer, slot, Framing::Cbor)
-}
-
-pub(super) async fn ws_text(
-    ws: WebSocketUpgrade,
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    slot: Option<Extension<ConnectionSlot>>,
-) -> Response {
-    upgrade(ws, state, peer, slot, Framing::Text)
+/// The route of a WebSocket end-point carrying `framing`.
+pub(super) fn route(framing: Framing) -> MethodRouter<AppState> {
+    get(
+        move |ws: WebSocketUpgrade,
+              State(state): State<AppState>,
+              ConnectInfo(peer): ConnectInfo<SocketAddr>,
+              slot: Option<Extension<ConnectionSlot>>| async move {
+            upgrade(ws, state, peer, slot, framing)
+        },
+    )
 }
 
 /// How much a WebSocket session reads at a time, and the read buffer it allocates up front.
