@@ -43,8 +43,7 @@ use std::time::{Duration, Instant};
 
 use parley::agent::Agent;
 use parley::client::NlipClient;
-use parley::config::{ReasonerKind, Settings};
-use parley::negotiation::provider::ProtocolBackend;
+use parley::config::{ProtocolBackend, ReasonerKind, Settings};
 use parley::negotiation::requester::{Outcome, Requester};
 use parley::startup::Bound;
 use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
@@ -250,7 +249,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     let requester = requester(&requester_dir).await?;
     let hash = ProtocolHash::of(base);
     let payload = product_request("m1");
-    let application = parley::negotiation::application_message(&hash, payload.clone());
+    let application = parley::negotiation::nlip::application_message(&hash, payload.clone());
     let text = Message::text("english", "Hello");
     let mut rows = Vec::new();
     // The provider in this process, sharing its runtime with the requester; then as it is
@@ -397,7 +396,7 @@ async fn load(base: &str, config: Config) -> Result<()> {
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
     let hash = agree(&requester, provider.addr, base).await?;
-    let application = Arc::new(parley::negotiation::application_message(
+    let application = Arc::new(parley::negotiation::nlip::application_message(
         &hash,
         product_request("load"),
     ));
@@ -808,7 +807,7 @@ impl Driver {
             Op::Application(payload) => {
                 let answer = self
                     .agent
-                    .provider
+                    .provider()
                     .application(
                         &self.hash,
                         payload,
@@ -897,14 +896,14 @@ struct KeptServer {
     addr: std::net::SocketAddr,
     agent: Arc<Agent>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    task: tokio::task::JoinHandle<std::result::Result<(), parley::startup::StartupError>>,
 }
 
 impl KeptServer {
     async fn spawn(settings: &Settings) -> Result<KeptServer> {
         let bound = Bound::new(settings)
             .await
-            .map_err(|e| format!("server: {e:#}"))?;
+            .map_err(|e| format!("server: {}", parley::error::chain(&e)))?;
         let (addr, agent) = (bound.addr, bound.state.agent.clone());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(bound.run(async {

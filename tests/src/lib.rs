@@ -72,7 +72,7 @@ pub struct TestApp {
     pub addr: SocketAddr,
     pub upload_addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<anyhow::Result<()>>>,
+    task: Option<JoinHandle<Result<(), parley::startup::StartupError>>>,
 }
 
 impl TestApp {

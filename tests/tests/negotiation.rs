@@ -276,7 +276,7 @@ async fn product_info_end_to_end_on_postgres_with_a_second_instance() {
     let instance = TestApp::spawn(&other).await;
     let text = product_protocol();
     let hash = ProtocolHash::of(&text);
-    let message = parley::negotiation::application_message(&hash, request("m9", "P12345"));
+    let message = parley::negotiation::nlip::application_message(&hash, request("m9", "P12345"));
     let (status, reply) =
         parley_tests::post_json(&instance.url(), &parley_nlip::to_json_value(&message)).await;
     assert_eq!(status, 200, "{reply}");
@@ -302,7 +302,7 @@ async fn a_provider_that_forgot_is_renegotiated_automatically() {
     // A provider with an empty database at a new address: unknown hash → negotiate → retry.
     let second_dir = tempfile::tempdir().expect("tempdir");
     let second = TestApp::spawn(&test_settings(second_dir.path())).await;
-    let message = parley::negotiation::application_message(&hash, request("m1", "P12345"));
+    let message = parley::negotiation::nlip::application_message(&hash, request("m1", "P12345"));
     let (status, reply) =
         parley_tests::post_json(&second.url(), &parley_nlip::to_json_value(&message)).await;
     assert_eq!(status, 404);
@@ -493,7 +493,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     let mut settings = test_settings(dir.path());
     settings.reasoner = parley::config::ReasonerKind::Openai;
     settings.openai.base_url = model.base_url();
-    settings.negotiation.backend = parley::negotiation::provider::ProtocolBackend::Openai;
+    settings.negotiation.backend = parley::config::ProtocolBackend::Openai;
     let provider = TestApp::spawn(&settings).await;
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;
@@ -580,7 +580,7 @@ async fn a_wrong_test_expectation_goes_to_the_peer_as_fix_error_negotiation() {
     );
     // Nothing is served for that hash.
     let message =
-        parley::negotiation::application_message(&negotiated.hash, request("m1", "P12345"));
+        parley::negotiation::nlip::application_message(&negotiated.hash, request("m1", "P12345"));
     let (status, _) =
         parley_tests::post_json(&provider.url(), &parley_nlip::to_json_value(&message)).await;
     assert_eq!(status, 404);

@@ -12,28 +12,50 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use parley_capabilities::Capabilities;
-use parley_negotiator::{NlRequest, Reasoner, Turn};
+use parley_negotiator::{NlRequest, ProtocolHash, Reasoner, Turn};
 use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
-use parley_store::{Direction, NewConversation, Store, StoreError};
+use parley_store::{Direction, NewConversation, Store, StoreError, Upload};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::negotiation::nlip::{self, Inbound};
+use crate::negotiation::provider::Provider;
 
 /// Everything the agent needs, shared by all transports.
 #[derive(Debug)]
 pub struct Agent {
-    pub store: Arc<dyn Store>,
-    pub reasoner: Arc<dyn Reasoner>,
-    pub capabilities: Arc<Capabilities>,
+    store: Arc<dyn Store>,
+    reasoner: Arc<dyn Reasoner>,
+    capabilities: Arc<Capabilities>,
+    /// The meta-protocol provider and the handlers it serves.
+    provider: Arc<Provider>,
     /// Identity appended to tokens this agent creates.
+    agent_id: String,
+    /// Base URL of the upload listener, as announced to peers (§6.4).
+    upload_base: String,
+    /// How many earlier messages of a conversation the reasoner sees.
+    history_messages: u32,
+}
+
+/// Who the agent is to its peers, and how much of a conversation its reasoner sees.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Identity appended to tokens this agent creates (`conversation_<agent id>`).
     pub agent_id: String,
     /// Base URL of the upload listener, as announced to peers (§6.4).
     pub upload_base: String,
     /// How many earlier messages of a conversation the reasoner sees.
     pub history_messages: u32,
-    /// The meta-protocol provider and the handlers it serves.
-    pub provider: Arc<crate::negotiation::provider::Provider>,
+}
+
+/// The backends an agent runs on, by name: for logs and `GET /health`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backends {
+    pub store: &'static str,
+    pub reasoner: &'static str,
+    /// How many capabilities the operator declared.
+    pub capabilities: usize,
 }
 
 /// A reply and the HTTP status that goes with it (transports without status ignore it).
@@ -44,6 +66,64 @@ pub struct Reply {
 }
 
 impl Agent {
+    pub fn new(
+        store: Arc<dyn Store>,
+        reasoner: Arc<dyn Reasoner>,
+        capabilities: Arc<Capabilities>,
+        provider: Arc<Provider>,
+        settings: AgentSettings,
+    ) -> Agent {
+        Agent {
+            store,
+            reasoner,
+            capabilities,
+            provider,
+            agent_id: settings.agent_id,
+            upload_base: settings.upload_base,
+            history_messages: settings.history_messages,
+        }
+    }
+
+    /// The meta-protocol provider: negotiation, and application messages served without NLIP.
+    pub fn provider(&self) -> &Arc<Provider> {
+        &self.provider
+    }
+
+    pub fn backends(&self) -> Backends {
+        Backends {
+            store: self.store.backend_name(),
+            reasoner: self.reasoner.backend(),
+            capabilities: self.capabilities.len(),
+        }
+    }
+
+    /// Whether the database answers.
+    pub async fn ping_store(&self) -> Result<(), StoreError> {
+        self.store.ping().await
+    }
+
+    /// Stores an out-of-band upload (§6.4); the answer names it by its URI.
+    pub async fn put_upload(
+        &self,
+        bytes: &[u8],
+        content_type: &str,
+        filename: Option<&str>,
+    ) -> Result<Message, ApiError> {
+        let meta = self.store.put_upload(bytes, content_type, filename).await?;
+        let uri = format!("{}/uploads/{}", self.upload_base, meta.id);
+        Ok(upload_reply(&uri, &meta))
+    }
+
+    /// An upload by its id.
+    pub async fn upload(&self, id: &str) -> Result<Option<Upload>, ApiError> {
+        match self.store.get_upload(id).await {
+            Ok(upload) => Ok(upload),
+            // An id that is not a SHA-256 names no upload either.
+            Err(StoreError::Invalid(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The subformat of the conversation tokens this agent mints.
     pub fn conversation_subformat(&self) -> String {
         format!("conversation_{}", self.agent_id)
@@ -62,23 +142,32 @@ impl Agent {
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
     /// control out). Errors become NLIP error messages with their status.
     pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
-        let meta = crate::negotiation::meta_values(request);
-        let conversation = match self.conversation_for(request, peer, !meta.is_empty()).await {
+        let inbound = nlip::classify(request);
+        let is_meta = matches!(inbound, Inbound::Meta(_));
+        let conversation = match self.conversation_for(request, peer, is_meta).await {
             Ok(c) => c,
             Err(e) => return self.error_reply(request, None, e),
         };
-        if let Some(id) = &conversation
-            && let Err(e) = self.log(id, Direction::Inbound, request).await
-        {
-            return self.error_reply(request, None, e);
+        if let Some(id) = &conversation {
+            tracing::Span::current().record("conversation", id.as_str());
+            if let Err(e) = self.log(id, Direction::Inbound, request).await {
+                return self.error_reply(request, None, e);
+            }
         }
-        let result = match (&conversation, meta.is_empty()) {
-            (Some(cid), false) => Box::pin(self.meta(request, cid, &peer.to_string(), meta)).await,
-            _ if request.is_control() => self.control(request).await.map(|m| (m, StatusCode::OK)),
-            _ => self
-                .data(request, conversation.as_deref(), peer)
+        let ok = |message| (message, StatusCode::OK);
+        let result = match (inbound, &conversation) {
+            (Inbound::Meta(values), Some(cid)) => {
+                Box::pin(self.meta(request, cid, &peer.to_string(), values)).await
+            }
+            // A meta-protocol message always has a conversation (one is minted for it).
+            (Inbound::Meta(_) | Inbound::Control, _) => self.control(request).await.map(ok),
+            (Inbound::Application(application), _) => {
+                self.application(application, peer).await.map(ok)
+            }
+            (Inbound::Other, _) => self
+                .natural_language(request, conversation.as_deref())
                 .await
-                .map(|m| (m, StatusCode::OK)),
+                .map(ok),
         };
         let reply = match result {
             Ok((message, status)) => {
@@ -193,15 +282,8 @@ impl Agent {
         peer: &str,
         values: Vec<serde_json::Value>,
     ) -> Result<(Message, StatusCode), ApiError> {
-        let (reply, violation) = self.provider.handle_meta(cid, peer, values).await?;
-        match violation {
-            None => Ok((reply, StatusCode::OK)),
-            Some(e) => {
-                let mut message = e.to_info().to_message(request.reply_language());
-                message.submessages.extend(reply.submessages);
-                Ok((message, e.status()))
-            }
-        }
+        let turn = self.provider.handle_meta(cid, peer, values).await?;
+        Ok(nlip::meta_reply(turn, request))
     }
 
     /// Control messages (§6.3): the out-of-band upload request (§6.4), or a description of
@@ -228,32 +310,29 @@ impl Agent {
             .with_submessage(Submessage::new(Format::Structured, "json", info).with_label("agent")))
     }
 
-    /// Data messages: natural language goes to the reasoner.
-    async fn data(
+    /// An application message: its payload answered by the active handler of its protocol.
+    async fn application(
+        &self,
+        application: Result<(ProtocolHash, &serde_json::Value), ApiError>,
+        peer: std::net::SocketAddr,
+    ) -> Result<Message, ApiError> {
+        let (hash, payload) = application?;
+        let output = Box::pin(self.provider.application(
+            &hash,
+            payload,
+            &peer.ip().to_string(),
+            tokio::runtime::Handle::current(),
+        ))
+        .await?;
+        Ok(Message::json(output))
+    }
+
+    /// Natural language: answered by the reasoner, with the conversation's earlier turns.
+    async fn natural_language(
         &self,
         request: &Message,
         conversation: Option<&str>,
-        peer: std::net::SocketAddr,
     ) -> Result<Message, ApiError> {
-        if let Some(hash) = crate::negotiation::protocol_of(request) {
-            let hash = hash.map_err(ApiError::BadProtocolToken)?;
-            let payload = match (&request.format, &request.content) {
-                (Format::Structured, Content::Json(v)) => v,
-                _ => {
-                    return Err(ApiError::InvalidProtocolMessage(
-                        "an application message's first part is structured/json".into(),
-                    ));
-                }
-            };
-            let output = Box::pin(self.provider.application(
-                &hash,
-                payload,
-                &peer.ip().to_string(),
-                tokio::runtime::Handle::current(),
-            ))
-            .await?;
-            return Ok(Message::json(output));
-        }
         let language = request.reply_language().to_owned();
         let attachments = self.resolve_uploads(request).await?;
         let Some(text) = all_text(request).next().map(str::to_owned) else {

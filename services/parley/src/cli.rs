@@ -3,14 +3,61 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
 
-use crate::client::NlipClient;
-use crate::config::{ServeArgs, Settings};
+use crate::client::{ClientError, NlipClient};
+use crate::config::{ConfigError, ServeArgs, Settings};
 use crate::negotiation::requester::{Outcome, Requester, RequesterError, ask_in_natural_language};
-use crate::startup::{Bound, shutdown_signal};
+use crate::startup::{Bound, StartupError, shutdown_signal};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    #[error(transparent)]
+    Requester(#[from] RequesterError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Store(#[from] parley_store::StoreError),
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An argument or file that is not the JSON it must be; `what` says which.
+    #[error("{what}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("cannot draft a protocol from the requirement")]
+    Draft(#[source] parley_negotiator::ProtocolReasonerError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("the sandbox task panicked")]
+    SandboxTask(#[source] tokio::task::JoinError),
+}
+
+fn read(path: &PathBuf) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|source| CliError::Read {
+        path: path.clone(),
+        source,
+    })
+}
+
+fn json(text: &str, what: impl FnOnce() -> String) -> Result<serde_json::Value, CliError> {
+    serde_json::from_str(text).map_err(|source| CliError::Json {
+        what: what(),
+        source,
+    })
+}
 
 /// Parley: an NLIP agent that negotiates protocols with other agents and serves them fast.
 #[derive(Debug, Parser)]
@@ -51,14 +98,14 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    async fn open(&self) -> anyhow::Result<std::sync::Arc<dyn parley_store::Store>> {
+    async fn open(&self) -> Result<std::sync::Arc<dyn parley_store::Store>, CliError> {
         let settings = Settings {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),
             ..Settings::default()
         };
         settings.validate()?;
-        crate::startup::open_store(&settings).await
+        Ok(crate::startup::open_store(&settings).await?)
     }
 }
 
@@ -181,13 +228,13 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::error::chain(&e));
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Serve(args) => {
             let settings = Settings::load(&args)?;
@@ -206,32 +253,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn negotiate(args: NegotiateArgs) -> anyhow::Result<ExitCode> {
-    let read = |p: &PathBuf| {
-        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+/// The protocol text `negotiate` proposes: the file given, or one drafted from a requirement.
+async fn protocol_text(args: &NegotiateArgs) -> Result<String, CliError> {
+    let requirement = match (&args.protocol, &args.requirement) {
+        (Some(path), _) => return read(path),
+        (None, Some(requirement)) => requirement,
+        (None, None) => return Err(CliError::Usage("give --protocol or --requirement".into())),
     };
-    let text = match (&args.protocol, &args.requirement) {
-        (Some(path), _) => read(path)?,
-        (None, Some(requirement)) => {
-            let schema = |p: &Option<PathBuf>| -> anyhow::Result<serde_json::Value> {
-                let p = p
-                    .as_ref()
-                    .context("--input-schema and --output-schema are required")?;
-                serde_json::from_str(&read(p)?)
-                    .with_context(|| format!("{} is not JSON", p.display()))
-            };
-            use parley_negotiator::ProtocolReasoner as _;
-            parley_negotiator::BuiltinProtocolReasoner
-                .draft(
-                    &read(requirement)?,
-                    &schema(&args.input_schema)?,
-                    &schema(&args.output_schema)?,
-                )
-                .await
-                .context("cannot draft a protocol from the requirement")?
-        }
-        (None, None) => anyhow::bail!("give --protocol or --requirement"),
+    let schema = |p: &Option<PathBuf>| -> Result<serde_json::Value, CliError> {
+        let p = p.as_ref().ok_or_else(|| {
+            CliError::Usage("--input-schema and --output-schema are required".into())
+        })?;
+        json(&read(p)?, || format!("{} is not JSON", p.display()))
     };
+    use parley_negotiator::ProtocolReasoner as _;
+    parley_negotiator::BuiltinProtocolReasoner
+        .draft(
+            &read(requirement)?,
+            &schema(&args.input_schema)?,
+            &schema(&args.output_schema)?,
+        )
+        .await
+        .map_err(CliError::Draft)
+}
+
+async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
+    let text = protocol_text(&args).await?;
     let requester = Requester {
         store: args.store.open().await?,
         max_rounds: args.max_rounds,
@@ -287,13 +334,12 @@ async fn negotiate(args: NegotiateArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
+async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
     let hash: parley_negotiator::ProtocolHash = args
         .protocol
         .parse()
-        .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
-    let request: serde_json::Value =
-        serde_json::from_str(&args.json).context("--json is not valid JSON")?;
+        .map_err(|e| CliError::Usage(format!("--protocol: {e}")))?;
+    let request = json(&args.json, || "--json is not valid JSON".into())?;
     let requester = Requester {
         store: args.store.open().await?,
         max_rounds: 10,
@@ -309,7 +355,7 @@ async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn protocols_list(store: LocalStore) -> anyhow::Result<ExitCode> {
+async fn protocols_list(store: LocalStore) -> Result<ExitCode, CliError> {
     let store = store.open().await?;
     let agreements = store.list_agreements(parley_store::MAX_PAGE).await?;
     if agreements.is_empty() {
@@ -334,9 +380,10 @@ async fn protocols_list(store: LocalStore) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn protocols_show(hash: &str, store: LocalStore) -> anyhow::Result<ExitCode> {
-    let hash: parley_negotiator::ProtocolHash =
-        hash.parse().map_err(|e| anyhow::anyhow!("hash: {e}"))?;
+async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliError> {
+    let hash: parley_negotiator::ProtocolHash = hash
+        .parse()
+        .map_err(|e| CliError::Usage(format!("hash: {e}")))?;
     let hex = hash.to_string();
     let store = store.open().await?;
     let Some(protocol) = store.get_protocol(&hex).await? else {
@@ -381,15 +428,15 @@ async fn protocols_show(hash: &str, store: LocalStore) -> anyhow::Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
+async fn send(args: SendArgs) -> Result<ExitCode, CliError> {
     let mut message = Message::text(args.language, args.text);
     if args.control {
         message = message.into_control();
     }
     for token in &args.tokens {
-        let (sub, content) = token
-            .split_once('=')
-            .with_context(|| format!("--token {token:?} is not SUBFORMAT=CONTENT"))?;
+        let (sub, content) = token.split_once('=').ok_or_else(|| {
+            CliError::Usage(format!("--token {token:?} is not SUBFORMAT=CONTENT"))
+        })?;
         message = message.with_submessage(Submessage::new(Format::Token, sub, content));
     }
     let mut client = NlipClient::connect(&args.url, args.cbor).await?;
@@ -413,15 +460,13 @@ async fn send(args: SendArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn sandbox_run(args: SandboxRunArgs) -> anyhow::Result<ExitCode> {
+async fn sandbox_run(args: SandboxRunArgs) -> Result<ExitCode, CliError> {
     let config = match &args.config {
         Some(path) => Settings::from_file(path)?.sandbox,
         None => parley_sandbox::SandboxConfig::default(),
     };
-    let source = std::fs::read_to_string(&args.handler)
-        .with_context(|| format!("cannot read {}", args.handler.display()))?;
-    let input: serde_json::Value =
-        serde_json::from_str(&args.input).context("--input is not valid JSON")?;
+    let source = read(&args.handler)?;
+    let input = json(&args.input, || "--input is not valid JSON".into())?;
     let capabilities = crate::startup::load_capabilities(args.capabilities.as_deref())?;
     let host = crate::host::CapabilityBridge::new(capabilities, tokio::runtime::Handle::current());
     let grants: parley_sandbox::Grants = args.grants.iter().cloned().collect();
@@ -430,7 +475,7 @@ async fn sandbox_run(args: SandboxRunArgs) -> anyhow::Result<ExitCode> {
         parley_sandbox::run_once(config, &source, &input, &grants, host)
     })
     .await
-    .context("the sandbox task panicked")?;
+    .map_err(CliError::SandboxTask)?;
     match outcome {
         Ok(output) => {
             let pretty = serde_json::to_string_pretty(&output.output)

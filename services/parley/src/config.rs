@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,8 @@ fn invalid(setting: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Which reasoner answers natural language (and, later, evaluates protocols).
+/// Which reasoner answers natural language; the protocol reasoner uses its model too (see
+/// [`ProtocolBackend`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ReasonerKind {
@@ -146,6 +147,88 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let l = self;
+        if l.max_message_bytes < 64 {
+            return Err(invalid("limits.max_message_bytes", "must be at least 64"));
+        }
+        if l.max_upload_bytes == 0 {
+            return Err(invalid("limits.max_upload_bytes", "must be positive"));
+        }
+        if l.request_timeout_ms == 0 {
+            return Err(invalid("limits.request_timeout_ms", "must be positive"));
+        }
+        if l.ws_ping_interval_ms < 100 {
+            return Err(invalid(
+                "limits.ws_ping_interval_ms",
+                "must be at least 100",
+            ));
+        }
+        if l.max_concurrent_requests == 0 {
+            return Err(invalid(
+                "limits.max_concurrent_requests",
+                "must be positive",
+            ));
+        }
+        if l.max_connections == 0 {
+            return Err(invalid("limits.max_connections", "must be positive"));
+        }
+        if l.header_read_timeout_ms == 0 {
+            return Err(invalid("limits.header_read_timeout_ms", "must be positive"));
+        }
+        if l.rate_limit_per_second > 0 && l.rate_limit_burst == 0 {
+            return Err(invalid(
+                "limits.rate_limit_burst",
+                "must be positive when rate limiting is on",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Which protocol reasoner evaluates proposals and writes handlers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProtocolBackend {
+    /// `builtin` with the built-in reasoner; `hybrid` when a model is configured.
+    #[default]
+    Auto,
+    /// Deterministic field mapping only; never calls a model.
+    Builtin,
+    /// Built-in first, the model only when the built-in backend cannot decide.
+    Hybrid,
+    /// The model for every decision (needs the openai reasoner settings).
+    Openai,
+}
+
+/// Settings of the provider's negotiation (the `[negotiation]` table).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NegotiationLimits {
+    /// Which protocol reasoner to use.
+    pub backend: ProtocolBackend,
+    /// Proposals per negotiation (both sides counted) before it ends as rejected.
+    pub max_rounds: u32,
+    /// How often a handler that fails verification is regenerated before giving up.
+    pub fix_attempts: u32,
+    /// Serve a handler's compiled form (the built-in reasoner's mapping, run without a
+    /// JavaScript engine) once it answered every test case as the JavaScript did. Off: the
+    /// JavaScript always serves.
+    pub compiled_handlers: bool,
+}
+
+impl Default for NegotiationLimits {
+    fn default() -> Self {
+        NegotiationLimits {
+            backend: ProtocolBackend::Auto,
+            max_rounds: 10,
+            fix_attempts: 2,
+            compiled_handlers: true,
+        }
+    }
+}
+
 /// The complete, validated configuration of `parley serve`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -169,7 +252,7 @@ pub struct Settings {
     pub limits: Limits,
     pub log_format: LogFormat,
     pub sandbox: parley_sandbox::SandboxConfig,
-    pub negotiation: crate::negotiation::provider::NegotiationLimits,
+    pub negotiation: NegotiationLimits,
 }
 
 impl Default for Settings {
@@ -299,6 +382,34 @@ impl Settings {
 
     /// Checks every setting that could otherwise fail late or behave absurdly.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_identity()?;
+        self.limits.validate()?;
+        if self.reasoner == ReasonerKind::Openai {
+            url::Url::parse(&self.openai.base_url)
+                .map_err(|e| invalid("openai.base_url", format!("not a URL: {e}")))?;
+            if self.openai.model.trim().is_empty() {
+                return Err(invalid("openai.model", "must not be empty"));
+            }
+        }
+        if let Some(path) = &self.capabilities
+            && !path.is_file()
+        {
+            return Err(invalid(
+                "capabilities",
+                format!("{} is not a readable file", path.display()),
+            ));
+        }
+        if self.negotiation.max_rounds == 0 {
+            return Err(invalid("negotiation.max_rounds", "must be at least 1"));
+        }
+        self.sandbox
+            .validate()
+            .map_err(|e| invalid("sandbox", e.to_string()))?;
+        Ok(())
+    }
+
+    /// The addresses, the agent's identity and the database URL.
+    fn validate_identity(&self) -> Result<(), ConfigError> {
         if self.listen == self.upload_listen && self.listen.port() != 0 {
             return Err(invalid(
                 "upload_listen",
@@ -331,61 +442,6 @@ impl Settings {
             url::Url::parse(url)
                 .map_err(|e| invalid("upload_public_url", format!("not a URL: {e}")))?;
         }
-        let l = &self.limits;
-        if l.max_message_bytes < 64 {
-            return Err(invalid("limits.max_message_bytes", "must be at least 64"));
-        }
-        if l.max_upload_bytes == 0 {
-            return Err(invalid("limits.max_upload_bytes", "must be positive"));
-        }
-        if l.request_timeout_ms == 0 {
-            return Err(invalid("limits.request_timeout_ms", "must be positive"));
-        }
-        if l.ws_ping_interval_ms < 100 {
-            return Err(invalid(
-                "limits.ws_ping_interval_ms",
-                "must be at least 100",
-            ));
-        }
-        if l.max_concurrent_requests == 0 {
-            return Err(invalid(
-                "limits.max_concurrent_requests",
-                "must be positive",
-            ));
-        }
-        if l.max_connections == 0 {
-            return Err(invalid("limits.max_connections", "must be positive"));
-        }
-        if l.header_read_timeout_ms == 0 {
-            return Err(invalid("limits.header_read_timeout_ms", "must be positive"));
-        }
-        if l.rate_limit_per_second > 0 && l.rate_limit_burst == 0 {
-            return Err(invalid(
-                "limits.rate_limit_burst",
-                "must be positive when rate limiting is on",
-            ));
-        }
-        if self.reasoner == ReasonerKind::Openai {
-            url::Url::parse(&self.openai.base_url)
-                .map_err(|e| invalid("openai.base_url", format!("not a URL: {e}")))?;
-            if self.openai.model.trim().is_empty() {
-                return Err(invalid("openai.model", "must not be empty"));
-            }
-        }
-        if let Some(path) = &self.capabilities
-            && !path.is_file()
-        {
-            return Err(invalid(
-                "capabilities",
-                format!("{} is not a readable file", path.display()),
-            ));
-        }
-        if self.negotiation.max_rounds == 0 {
-            return Err(invalid("negotiation.max_rounds", "must be at least 1"));
-        }
-        self.sandbox
-            .validate()
-            .map_err(|e| invalid("sandbox", e.to_string()))?;
         Ok(())
     }
 

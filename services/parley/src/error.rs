@@ -60,12 +60,24 @@ pub enum ApiError {
     #[error("the content cannot be stored: {0}")]
     Unstorable(String),
     #[error("internal error")]
-    Internal(#[source] anyhow::Error),
+    Internal(#[source] BoxError),
 }
 
+/// An opaque cause, kept for the log.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl ApiError {
-    pub fn internal(e: impl Into<anyhow::Error>) -> Self {
+    /// An internal failure: logged with its cause, sent to the peer only as `internal`.
+    pub fn internal(e: impl Into<BoxError>) -> Self {
         ApiError::Internal(e.into())
+    }
+
+    /// A rule the peer broke in the meta-protocol.
+    pub fn negotiation(e: &parley_negotiator::NegotiationError) -> Self {
+        ApiError::Negotiation {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        }
     }
 
     /// The stable, machine-readable code.
@@ -127,7 +139,7 @@ impl ApiError {
     /// answer to the peer, logged at debug.
     pub fn to_info(&self) -> ErrorInfo {
         match self {
-            ApiError::Internal(e) => tracing::error!(error = format!("{e:#}"), "internal error"),
+            ApiError::Internal(e) => tracing::error!(error = chain(e.as_ref()), "internal error"),
             ApiError::Missing(_) | ApiError::Conflict(_) | ApiError::Unstorable(_) => {
                 tracing::debug!(code = self.code(), error = %self, "the store refused the request");
             }
@@ -139,6 +151,18 @@ impl ApiError {
             _ => info,
         }
     }
+}
+
+/// An error and its causes, outermost first, joined with `: `.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 impl From<DecodeError> for ApiError {
@@ -232,7 +256,7 @@ mod tests {
 
     #[test]
     fn an_internal_error_is_logged_as_an_error_and_stays_opaque() {
-        let (code, status, logged) = rendered(ApiError::internal(anyhow::anyhow!("disk on fire")));
+        let (code, status, logged) = rendered(ApiError::internal("disk on fire"));
         assert_eq!((code.as_str(), status), ("internal", 500));
         assert_eq!(logged, [Level::ERROR]);
     }

@@ -2,17 +2,37 @@
 //!
 //! # Layout
 //! - [`config`]: settings from defaults, file, environment and flags; validated up front.
-//! - [`startup`]: picks the concrete store, reasoner and capabilities, binds the sockets.
-//! - [`server`]: HTTP (ECMA-431) and WebSocket (ECMA-432) transports and the upload port.
-//! - [`agent`]: what the agent does with one message, independent of the transport.
+//! - [`startup`]: picks the concrete store, reasoner and capabilities, binds the sockets;
+//!   [`startup::StartupError`] says why a server could not start.
+//! - [`server`]: the transports. `listener` (the NLIP listener's accept loop and its
+//!   per-connection service, which answers `POST /nlip` itself), `http` (that one
+//!   `POST /nlip` path, health, metrics), `websocket` (ECMA-432), `upload` (the upload port).
+//! - [`agent`]: what the agent does with one decoded NLIP message, whichever transport brought
+//!   it: conversations, control messages, natural language, and the hand-off to negotiation.
+//! - [`negotiation`]: the ANP meta-protocol. `provider` (the driver of a negotiation's turn,
+//!   handler build and verification, application serving, usage counts), `requester` (the
+//!   requester's loop over a `MetaChannel`), `runner` (handlers in the sandbox), and `nlip`,
+//!   the one place that knows how the meta-protocol rides in NLIP messages.
+//! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
-//! - [`cli`]: the `parley` command line.
+//! - [`metrics`], [`telemetry`]: Prometheus counters; the tracing subscriber.
+//! - [`cli`]: the `parley` command line ([`cli::CliError`]); the binary only calls
+//!   [`cli::main`].
 //!
 //! # Invariants
 //! - This is the only crate that knows axum, reads the environment, or chooses backends.
 //! - Every reply a peer receives is an NLIP message, errors included.
 //! - A message without a conversation token touches no database.
+//! - The meta-protocol drivers (the provider's turn, application serving, the requester's
+//!   session loop) take and return JSON values and meta-protocol messages, never NLIP
+//!   messages; `negotiation::nlip` is the framing.
+//!
+//! # Tracing
+//! Spans are named `component.operation`: `nlip.request` (transport, peer, conversation),
+//! `negotiation.round` (peer, conversation, action), `handler.call` (protocol),
+//! `capability.call` (name). The per-message ones are at debug level, so the default filter
+//! leaves them disabled. Message bodies, arguments and secrets are never recorded.
 
 pub mod agent;
 pub mod cli;

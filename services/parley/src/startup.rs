@@ -7,25 +7,68 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use std::path::PathBuf;
+
 use parley_capabilities::Capabilities;
 use parley_negotiator::{
     ApiKey, BuiltinProtocolReasoner, HybridProtocolReasoner, OpenAiConfig, OpenAiProtocolReasoner,
-    ProtocolReasoner, Reasoner, ReasonerConfig,
+    ProtocolReasoner, Reasoner, ReasonerConfig, ReasonerError,
 };
-use parley_store::{Store, StoreOptions};
+use parley_sandbox::SandboxError;
+use parley_store::{Store, StoreError, StoreOptions};
 use tokio::net::TcpListener;
 
-use crate::agent::Agent;
-use crate::config::{ReasonerKind, Settings};
-use crate::negotiation::provider::{ProtocolBackend, Provider};
+use crate::agent::{Agent, AgentSettings};
+use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
+use crate::negotiation::provider::Provider;
 use crate::server::{self, AppState};
 
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("capabilities file {} refused", path.display())]
+    Capabilities {
+        path: PathBuf,
+        #[source]
+        source: parley_capabilities::LoadError,
+    },
+    #[error("reasoner could not be set up")]
+    Reasoner(#[source] ReasonerError),
+    #[error("protocol reasoner could not be set up")]
+    ProtocolReasoner(#[source] ReasonerError),
+    #[error("negotiation.backend needs a model: set reasoner = \"openai\" and its settings")]
+    BackendNeedsModel,
+    #[error("cannot create data directory {}", path.display())]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the database")]
+    Store(#[source] StoreError),
+    #[error("the sandbox could not be set up")]
+    Sandbox(#[source] SandboxError),
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the server failed")]
+    Serve(#[source] std::io::Error),
+}
+
 /// Loads the capabilities file, or an empty set when none is configured.
-pub fn load_capabilities(path: Option<&Path>) -> anyhow::Result<Arc<Capabilities>> {
+pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
     let caps = match path {
-        Some(path) => Capabilities::load(path, |k| std::env::var(k).ok())
-            .with_context(|| format!("capabilities file {} refused", path.display()))?,
+        Some(path) => Capabilities::load(path, |k| std::env::var(k).ok()).map_err(|source| {
+            StartupError::Capabilities {
+                path: path.to_owned(),
+                source,
+            }
+        })?,
         None => Capabilities::parse(
             "[agent]\nname = \"Parley agent\"\ndescription = \"An NLIP agent with no declared capabilities.\"\n",
             parley_capabilities::Format::Toml,
@@ -33,7 +76,7 @@ pub fn load_capabilities(path: Option<&Path>) -> anyhow::Result<Arc<Capabilities
             "built-in empty capabilities",
             |_| None,
         )
-        .context("the built-in empty capability set is valid")?,
+        .expect("the built-in empty capability set is valid"),
     };
     Ok(Arc::new(caps))
 }
@@ -57,51 +100,47 @@ fn reasoner_config(settings: &Settings) -> ReasonerConfig {
 pub fn build_reasoner(
     settings: &Settings,
     capabilities: Arc<Capabilities>,
-) -> anyhow::Result<Arc<dyn Reasoner>> {
+) -> Result<Arc<dyn Reasoner>, StartupError> {
     parley_negotiator::build(reasoner_config(settings), capabilities)
-        .context("reasoner could not be set up")
+        .map_err(StartupError::Reasoner)
 }
 
 /// The protocol reasoner: built-in, hybrid (built-in first, then the model) or the model.
-pub fn build_protocol_reasoner(settings: &Settings) -> anyhow::Result<Arc<dyn ProtocolReasoner>> {
+pub fn build_protocol_reasoner(
+    settings: &Settings,
+) -> Result<Arc<dyn ProtocolReasoner>, StartupError> {
     let config = reasoner_config(settings);
-    let model = || -> anyhow::Result<Arc<dyn ProtocolReasoner>> {
+    let model = || -> Result<Arc<dyn ProtocolReasoner>, StartupError> {
         match &config {
             ReasonerConfig::OpenAi(openai) => Ok(Arc::new(
                 OpenAiProtocolReasoner::new(openai.clone())
-                    .context("protocol reasoner could not be set up")?,
+                    .map_err(StartupError::ProtocolReasoner)?,
             )),
-            ReasonerConfig::Builtin => anyhow::bail!(
-                "negotiation.backend needs a model: set reasoner = \"openai\" and its settings"
-            ),
+            ReasonerConfig::Builtin => Err(StartupError::BackendNeedsModel),
         }
     };
     Ok(match settings.negotiation.backend {
         ProtocolBackend::Builtin => Arc::new(BuiltinProtocolReasoner),
         ProtocolBackend::Openai => model()?,
         ProtocolBackend::Hybrid => Arc::new(HybridProtocolReasoner::new(model()?)),
-        ProtocolBackend::Auto => match &config {
-            ReasonerConfig::Builtin => Arc::new(BuiltinProtocolReasoner),
-            ReasonerConfig::OpenAi(_) => Arc::new(HybridProtocolReasoner::new(model()?)),
-        },
+        ProtocolBackend::Auto => parley_negotiator::build_protocol_reasoner(&config)
+            .map_err(StartupError::ProtocolReasoner)?,
     })
 }
 
 /// Opens the database (creating the SQLite file and its directory on first start) and
 /// applies migrations.
-pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupError> {
     let url = settings.database_url();
     if settings.database_url.is_none() {
-        std::fs::create_dir_all(&settings.data_dir).with_context(|| {
-            format!(
-                "cannot create data directory {}",
-                settings.data_dir.display()
-            )
+        std::fs::create_dir_all(&settings.data_dir).map_err(|source| StartupError::DataDir {
+            path: settings.data_dir.clone(),
+            source,
         })?;
     }
     parley_store::connect(&url, StoreOptions::default())
         .await
-        .context("cannot open the database")
+        .map_err(StartupError::Store)
 }
 
 /// A server whose listeners are bound and whose state is built, ready to run.
@@ -117,7 +156,7 @@ pub struct Bound {
 impl Bound {
     /// Builds everything from validated settings: backends first, sockets last, so that a
     /// bad capabilities file or database fails before anything listens.
-    pub async fn new(settings: &Settings) -> anyhow::Result<Bound> {
+    pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
         let capabilities = load_capabilities(settings.capabilities.as_deref())?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
@@ -128,10 +167,8 @@ impl Bound {
         sandbox_config
             .cache_dir
             .get_or_insert_with(|| settings.data_dir.join("sandbox-cache"));
-        let sandbox = Arc::new(
-            parley_sandbox::Sandbox::new(sandbox_config)
-                .context("the sandbox could not be set up")?,
-        );
+        let sandbox =
+            Arc::new(parley_sandbox::Sandbox::new(sandbox_config).map_err(StartupError::Sandbox)?);
         if settings.sandbox.warm_up {
             let sandbox = sandbox.clone();
             tokio::task::spawn_blocking(move || {
@@ -151,23 +188,19 @@ impl Bound {
             sandbox,
             settings.negotiation,
         ));
-        let listener = TcpListener::bind(settings.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", settings.listen))?;
-        let upload_listener = TcpListener::bind(settings.upload_listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", settings.upload_listen))?;
-        let addr = listener.local_addr()?;
-        let upload_addr = upload_listener.local_addr()?;
-        let agent = Agent {
+        let (listener, addr) = listen(settings.listen).await?;
+        let (upload_listener, upload_addr) = listen(settings.upload_listen).await?;
+        let agent = Agent::new(
             store,
             reasoner,
             capabilities,
-            agent_id: settings.agent_id.clone(),
-            upload_base: settings.upload_base_url(upload_addr),
-            history_messages: settings.limits.history_messages,
             provider,
-        };
+            AgentSettings {
+                agent_id: settings.agent_id.clone(),
+                upload_base: settings.upload_base_url(upload_addr),
+                history_messages: settings.limits.history_messages,
+            },
+        );
         Ok(Bound {
             state: AppState::new(Arc::new(agent), settings.limits.clone()),
             listener,
@@ -181,27 +214,32 @@ impl Bound {
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), StartupError> {
+        let backends = self.state.agent.backends();
         tracing::info!(
             nlip = %format!("http://{}/nlip", self.addr),
             uploads = %format!("http://{}/upload", self.upload_addr),
-            store = self.state.agent.store.backend_name(),
-            reasoner = self.state.agent.reasoner.backend(),
-            capabilities = self.state.agent.capabilities.len(),
+            store = backends.store,
+            reasoner = backends.reasoner,
+            capabilities = backends.capabilities,
             "parley is listening"
         );
-        let provider = self.state.agent.provider.clone();
-        let store = self.state.agent.store.clone();
-        let flusher = provider
-            .usage
-            .spawn_flusher(store.clone(), Duration::from_secs(1));
+        let provider = self.state.agent.provider().clone();
+        let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
-        provider.usage.flush_within(&store, last_flush).await;
-        served?;
-        Ok(())
+        provider.flush_usage_within(last_flush).await;
+        served.map_err(StartupError::Serve)
     }
+}
+
+/// A listener bound to `addr`, and the address it got (the port the OS chose for port 0).
+async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
+    let failed = |source| StartupError::Listen { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    Ok((listener, bound))
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -1,21 +1,26 @@
-//! The requester's side: drives a [`RequesterSession`] against a provider over NLIP (HTTP or
-//! WebSocket), keeps the outcome in the local store, and calls agreed protocols — 0-RTT
-//! when the provider already knows the hash, renegotiating on its own when it does not.
+//! The requester's side: drives a [`RequesterSession`] against a provider over a
+//! [`MetaChannel`] (NLIP's, over HTTP or a WebSocket, is [`NlipLink`]), keeps the outcome in the
+//! local store, and calls agreed protocols — 0-RTT when the provider already knows the hash,
+//! renegotiating on its own when it does not. The negotiation itself runs over any
+//! [`MetaChannel`]; [`Requester::call`] and [`ask_in_natural_language`] speak NLIP.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use parley_negotiator::{
     MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash, RequesterSession, SessionConfig,
     Step, Verdict,
 };
-use parley_nlip::{ErrorInfo, Message, Submessage, TokenKind};
+use parley_nlip::{ErrorInfo, Message};
 use parley_store::{
     Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewConversation,
     NewNegotiation, Role, Store,
 };
 use serde_json::{Value, json};
 
+use super::nlip::{NlipLink, application_message};
 use crate::client::{ClientError, NlipClient};
 
 /// Why the requester could not finish.
@@ -80,51 +85,182 @@ pub struct Requester {
     pub max_rounds: u32,
 }
 
-/// One NLIP conversation with a provider: its connection and its conversation token.
-struct Link {
-    client: NlipClient,
-    conversation: Option<Submessage>,
+/// How the requester's negotiation reaches the provider: one framing of the meta-protocol
+/// (NLIP's is [`NlipLink`]).
+#[async_trait]
+pub trait MetaChannel: Send {
+    /// Sends `messages` (with a human-readable `summary`, where the framing carries one) and
+    /// returns the meta-protocol messages the peer answered with, in order.
+    async fn exchange(
+        &mut self,
+        summary: &str,
+        messages: &[MetaMessage],
+    ) -> Result<Vec<Value>, RequesterError>;
+}
+
+/// A channel that records what crosses it: every meta-protocol message with its direction,
+/// and how many exchanges there were.
+struct Recorded<'a, C> {
+    channel: &'a mut C,
     transcript: Vec<(Direction, Value)>,
     messages: u32,
 }
 
-impl Link {
+impl<C: MetaChannel> Recorded<'_, C> {
     async fn exchange(
         &mut self,
         summary: &str,
         out: &[MetaMessage],
     ) -> Result<Vec<Value>, RequesterError> {
-        let mut message = super::wrap(summary, out);
-        if let Some(token) = &self.conversation {
-            message.submessages.push(token.clone());
-        }
         for m in out {
             self.transcript.push((Direction::Outbound, m.to_value()));
         }
         self.messages += 1;
-        let reply = self.client.send(&message).await?.message;
-        if self.conversation.is_none() {
-            self.conversation = reply
-                .tokens()
-                .find(|t| t.token_kind() == Some(TokenKind::Conversation))
-                .cloned();
-        }
-        let metas = super::meta_values(&reply);
-        for v in &metas {
+        let answer = self.channel.exchange(summary, out).await?;
+        for v in &answer {
             self.transcript.push((Direction::Inbound, v.clone()));
         }
-        if metas.is_empty() {
-            if let Some(err) = ErrorInfo::from_message(&reply) {
-                return Err(RequesterError::Peer {
-                    code: err.code,
-                    message: err.message,
-                });
+        Ok(answer)
+    }
+}
+
+/// What the requester's loop does after one step of its session.
+enum Next {
+    /// Act on this step at once.
+    Step(Box<Step>),
+    /// Wait for the peer's next message.
+    Peer,
+    /// The negotiation is over.
+    Done(ProtocolHash, Outcome),
+}
+
+/// One negotiation run by the requester, from its first proposal until it is agreed or over.
+struct Run<'a, C, P> {
+    requester: &'a Requester,
+    session: RequesterSession,
+    channel: Recorded<'a, C>,
+    /// Messages for the peer, sent when the session waits for its answer.
+    outbox: Vec<MetaMessage>,
+    /// The protocol proposed.
+    doc: &'a ProtocolDoc,
+    peer: &'a str,
+    progress: P,
+}
+
+impl Next {
+    fn step(step: Step) -> Next {
+        Next::Step(Box::new(step))
+    }
+}
+
+impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
+    /// Runs the session from the proposal of `text` until it is agreed or over.
+    async fn run(&mut self, text: &str) -> Result<(ProtocolHash, Outcome), RequesterError> {
+        let mut step = self.session.start(text);
+        let mut inbox: VecDeque<Value> = VecDeque::new();
+        loop {
+            match self.act(step).await? {
+                Next::Step(next) => {
+                    step = *next;
+                    continue;
+                }
+                Next::Done(hash, outcome) => return Ok((hash, outcome)),
+                Next::Peer => {}
             }
-            if !reply.is_control() {
-                return Err(RequesterError::NotSupported);
+            if let Some(v) = inbox.pop_front() {
+                step = self.session.receive_value(v);
+                continue;
             }
+            if self.outbox.is_empty() {
+                return Err(RequesterError::Stalled);
+            }
+            self.report("negotiating");
+            let replies = self.send("Protocol negotiation.").await?;
+            inbox.extend(replies);
+            let Some(first) = inbox.pop_front() else {
+                return Err(RequesterError::Stalled);
+            };
+            step = self.session.receive_value(first);
         }
-        Ok(metas)
+    }
+
+    fn report(&mut self, stage: &'static str) {
+        let round = self.session.rounds();
+        (self.progress)(Progress { stage, round });
+    }
+
+    /// Sends the outbox and returns the peer's answer.
+    async fn send(&mut self, summary: &str) -> Result<Vec<Value>, RequesterError> {
+        let out = std::mem::take(&mut self.outbox);
+        self.channel.exchange(summary, &out).await
+    }
+
+    /// Acts on one step: the requester's own decisions are taken at once, messages for the
+    /// peer collect in the outbox, and the end of the negotiation is told to the peer.
+    async fn act(&mut self, step: Step) -> Result<Next, RequesterError> {
+        Ok(match step {
+            Step::Send(m) => {
+                self.outbox.push(m);
+                Next::Peer
+            }
+            Step::Wait
+            | Step::TestCasesRejected { .. }
+            | Step::FixDeclined { .. }
+            | Step::Converse(_) => Next::Peer,
+            Step::Evaluate { text, hash } => {
+                self.report("evaluating counter-proposal");
+                let verdict = judge_counter(self.doc, &text);
+                Next::step(self.session.evaluated(&hash, verdict))
+            }
+            Step::Accepted { text, send, .. } => {
+                self.outbox.extend(send);
+                self.report("agreed; code generation");
+                // The requester's "code" is the protocol's own schemas, checked on every
+                // answer; storing the agreed text is all it needs.
+                self.requester.store.put_protocol(&text).await?;
+                Next::step(self.session.code_generated(Ok(())))
+            }
+            Step::Ready { hash, send } => {
+                self.outbox.extend(send);
+                if !self.outbox.is_empty() {
+                    self.send("Code generated.").await?;
+                }
+                self.requester.agree(self.peer, &hash).await?;
+                Next::Done(hash, Outcome::Agreed)
+            }
+            Step::Rejected { reason, send } => {
+                self.outbox.extend(send);
+                if !self.outbox.is_empty() {
+                    // Tell the peer; its answer does not matter any more.
+                    let _ = self.send("Negotiation ended.").await;
+                }
+                let outcome = Outcome::Rejected {
+                    code: reason.code().to_owned(),
+                    reason: reason.to_string(),
+                };
+                Next::Done(self.doc.hash(), outcome)
+            }
+            Step::EvaluateTestCases { .. } => {
+                Next::step(self.session.test_cases_evaluated(Verdict::Accept))
+            }
+            Step::TestCasesAgreed { send, .. } => {
+                self.outbox.extend(send);
+                Next::Peer
+            }
+            Step::FixError { description } => {
+                // The provider says our expectation is wrong; we hold to the agreed text.
+                Next::step(
+                    self.session
+                        .fix_evaluated(parley_negotiator::FixVerdict::Decline {
+                            reason: format!("the requester keeps its expectation: {description}"),
+                        }),
+                )
+            }
+            Step::Regenerate { send, .. } => {
+                self.outbox.extend(send);
+                Next::step(self.session.code_generated(Ok(())))
+            }
+        })
     }
 }
 
@@ -148,13 +284,28 @@ impl Requester {
         url: &str,
         text: &str,
         capabilities: &[String],
+        progress: impl FnMut(Progress),
+    ) -> Result<Negotiated, RequesterError> {
+        let mut link = NlipLink::connect(url).await?;
+        self.negotiate_over(&mut link, url, text, capabilities, progress)
+            .await
+    }
+
+    /// Negotiates `text` with the provider `peer` over `channel`: hello first (0-RTT when the
+    /// provider selects the protocol's hash), then the [`RequesterSession`]; the outcome and its
+    /// transcript are recorded locally.
+    pub async fn negotiate_over<C: MetaChannel>(
+        &self,
+        channel: &mut C,
+        peer: &str,
+        text: &str,
+        capabilities: &[String],
         mut progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
         let doc = ProtocolDoc::parse(text)?;
         let hash = doc.hash();
-        let mut link = Link {
-            client: NlipClient::connect(url, false).await?,
-            conversation: None,
+        let mut channel = Recorded {
+            channel,
             transcript: Vec::new(),
             messages: 0,
         };
@@ -162,145 +313,39 @@ impl Requester {
             stage: "hello",
             round: 0,
         });
-        let mut info = MetaProtocolInfo::parley([hash]);
-        info.supported_capabilities = capabilities.to_vec();
-        let hello = MetaMessage::source_hello(info);
-        let answer = link
-            .exchange("Hello from a Parley requester.", &[hello])
-            .await?;
-        let selected = answer
-            .iter()
-            .find_map(|v| match MetaMessage::from_value(v.clone()) {
-                Ok(MetaMessage::DestinationHello(h)) => Some(h.meta_protocol.selected_hash()),
-                _ => None,
-            });
-        let Some(selected) = selected else {
-            return Err(RequesterError::NotSupported);
-        };
+        let selected = hello(&mut channel, hash, capabilities).await?;
         self.store.put_protocol(text).await?;
         if selected == Some(hash) {
-            self.agree(url, &hash).await?;
+            self.agree(peer, &hash).await?;
             return Ok(Negotiated {
                 hash,
                 outcome: Outcome::ZeroRtt,
                 rounds: 0,
-                transcript: link.transcript,
-                messages: link.messages,
+                transcript: channel.transcript,
+                messages: channel.messages,
             });
         }
-
-        let mut session = RequesterSession::new(SessionConfig {
-            max_rounds: self.max_rounds,
-        });
-        let mut step = session.start(text);
-        let mut inbox: VecDeque<Value> = VecDeque::new();
-        let mut outbox: Vec<MetaMessage> = Vec::new();
-        let outcome = loop {
-            // Every arm that does not `continue` or `break` waits for the peer.
-            match step {
-                Step::Send(m) => {
-                    outbox.push(m);
-                }
-                Step::Wait | Step::TestCasesRejected { .. } | Step::FixDeclined { .. } => {}
-                Step::Evaluate {
-                    text: proposal,
-                    hash: proposed,
-                } => {
-                    progress(Progress {
-                        stage: "evaluating counter-proposal",
-                        round: session.rounds(),
-                    });
-                    let verdict = judge_counter(&doc, &proposal);
-                    step = session.evaluated(&proposed, verdict);
-                    continue;
-                }
-                Step::Accepted {
-                    text: agreed, send, ..
-                } => {
-                    outbox.extend(send);
-                    progress(Progress {
-                        stage: "agreed; code generation",
-                        round: session.rounds(),
-                    });
-                    // The requester's "code" is the protocol's own schemas, checked on every
-                    // answer; storing the agreed text is all it needs.
-                    self.store.put_protocol(&agreed).await?;
-                    step = session.code_generated(Ok(()));
-                    continue;
-                }
-                Step::Ready { hash: agreed, send } => {
-                    outbox.extend(send);
-                    if !outbox.is_empty() {
-                        link.exchange("Code generated.", &std::mem::take(&mut outbox))
-                            .await?;
-                    }
-                    self.agree(url, &agreed).await?;
-                    break (agreed, Outcome::Agreed);
-                }
-                Step::Rejected { reason, send } => {
-                    outbox.extend(send);
-                    if !outbox.is_empty() {
-                        // Tell the peer; its answer no longer matters.
-                        let _ = link
-                            .exchange("Negotiation ended.", &std::mem::take(&mut outbox))
-                            .await;
-                    }
-                    break (
-                        hash,
-                        Outcome::Rejected {
-                            code: reason.code().to_owned(),
-                            reason: reason.to_string(),
-                        },
-                    );
-                }
-                Step::EvaluateTestCases { .. } => {
-                    step = session.test_cases_evaluated(Verdict::Accept);
-                    continue;
-                }
-                Step::TestCasesAgreed { send, .. } => {
-                    outbox.extend(send);
-                }
-                Step::FixError { description } => {
-                    // The provider says our expectation is wrong; we hold to the agreed text.
-                    step = session.fix_evaluated(parley_negotiator::FixVerdict::Decline {
-                        reason: format!("the requester keeps its expectation: {description}"),
-                    });
-                    continue;
-                }
-                Step::Regenerate { send, .. } => {
-                    outbox.extend(send);
-                    step = session.code_generated(Ok(()));
-                    continue;
-                }
-                Step::Converse(_) => {}
-            }
-            if let Some(v) = inbox.pop_front() {
-                step = session.receive_value(v);
-                continue;
-            }
-            if outbox.is_empty() {
-                return Err(RequesterError::Stalled);
-            }
-            progress(Progress {
-                stage: "negotiating",
-                round: session.rounds(),
-            });
-            let replies = link
-                .exchange("Protocol negotiation.", &std::mem::take(&mut outbox))
-                .await?;
-            if replies.is_empty() {
-                return Err(RequesterError::Stalled);
-            }
-            inbox.extend(replies);
-            step = session.receive_value(inbox.pop_front().expect("just filled"));
+        let mut run = Run {
+            requester: self,
+            session: RequesterSession::new(SessionConfig {
+                max_rounds: self.max_rounds,
+            }),
+            channel,
+            outbox: Vec::new(),
+            doc: &doc,
+            peer,
+            progress,
         };
-        self.record(url, &link, &session, &outcome).await?;
+        let outcome = run.run(text).await?;
+        let (session, channel) = (run.session, run.channel);
+        self.record(peer, &channel.transcript, &session, &outcome)
+            .await?;
         Ok(Negotiated {
             hash: outcome.0,
             outcome: outcome.1,
             rounds: session.rounds(),
-            transcript: link.transcript,
-            messages: link.messages,
+            transcript: channel.transcript,
+            messages: channel.messages,
         })
     }
 
@@ -320,7 +365,7 @@ impl Requester {
     async fn record(
         &self,
         url: &str,
-        link: &Link,
+        transcript: &[(Direction, Value)],
         session: &RequesterSession,
         (hash, outcome): &(ProtocolHash, Outcome),
     ) -> Result<(), RequesterError> {
@@ -340,7 +385,7 @@ impl Requester {
                 peer: url.to_owned(),
             })
             .await?;
-        for (direction, message) in &link.transcript {
+        for (direction, message) in transcript {
             self.store
                 .append_transcript(negotiation.id, *direction, message)
                 .await?;
@@ -391,7 +436,7 @@ impl Requester {
         doc.validate_request(&request)
             .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
         let mut client = NlipClient::connect(url, false).await?;
-        let message = super::application_message(hash, request);
+        let message = application_message(hash, request);
         let mut renegotiated = None;
         let mut reply = client.send(&message).await?.message;
         if ErrorInfo::from_message(&reply).is_some_and(|e| e.code == "unknown_protocol") {
@@ -423,6 +468,29 @@ impl Requester {
             reply,
         })
     }
+}
+
+/// The hello exchange: announces `capabilities` and offers `hash` for reuse; returns the
+/// protocol the provider selected, if any. A peer that does not answer the hello does not speak
+/// the meta-protocol.
+async fn hello<C: MetaChannel>(
+    channel: &mut Recorded<'_, C>,
+    hash: ProtocolHash,
+    capabilities: &[String],
+) -> Result<Option<ProtocolHash>, RequesterError> {
+    let mut info = MetaProtocolInfo::parley([hash]);
+    info.supported_capabilities = capabilities.to_vec();
+    let hello = MetaMessage::source_hello(info);
+    let answer = channel
+        .exchange("Hello from a Parley requester.", &[hello])
+        .await?;
+    answer
+        .into_iter()
+        .find_map(|v| match MetaMessage::from_value(v) {
+            Ok(MetaMessage::DestinationHello(h)) => Some(h.meta_protocol.selected_hash()),
+            _ => None,
+        })
+        .ok_or(RequesterError::NotSupported)
 }
 
 /// The natural-language fallback for peers without the meta-protocol: the protocol's

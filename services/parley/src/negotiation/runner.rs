@@ -207,7 +207,7 @@ pub enum LoadError {
     Unknown,
     #[error(transparent)]
     Store(#[from] parley_store::StoreError),
-    #[error("stored protocol text no longer parses: {0}")]
+    #[error("the stored protocol text does not parse: {0}")]
     Protocol(#[from] parley_negotiator::ProtocolError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),

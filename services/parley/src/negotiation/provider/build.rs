@@ -1,0 +1,487 @@
+//! Building the handler of an agreed protocol: generation by the protocol reasoner,
+//! verification against the protocol's test cases in the sandbox, bounded regeneration from the
+//! failure, and the check of the handler's compiled form.
+
+use parley_negotiator::{
+    GeneratedHandler, ProtocolDoc, TestCase, Verdict, VerificationReport, verify::compiled_differs,
+};
+use parley_sandbox::Dialect;
+use parley_store::NewHandler;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::state::Negotiation;
+use super::{Provider, reasoner_error};
+use crate::error::ApiError;
+use crate::metrics;
+
+/// The result of building a handler for an agreed protocol.
+#[derive(Debug)]
+pub(super) enum Built {
+    /// Generated and verified.
+    Verified,
+    /// Generation or verification failed on our side.
+    Failed(String),
+    /// The handler's answers follow the protocol's schema but differ from the peer's test
+    /// expectations even after fixing: the expectation itself may be wrong, so the peer is
+    /// asked through `fixErrorNegotiation`.
+    PeerExpectation(String),
+}
+
+impl Built {
+    pub(super) fn into_result(self) -> Result<(), String> {
+        match self {
+            Built::Verified => Ok(()),
+            Built::Failed(why) | Built::PeerExpectation(why) => Err(why),
+        }
+    }
+}
+
+/// Where a new handler comes from: generated for the protocol (from the mapping the reasoner
+/// accepted it with, when it has one), or fixed from an earlier handler and its failure.
+pub(super) enum Source {
+    Generate(Option<parley_negotiator::Mapping>),
+    Fix(GeneratedHandler, String),
+}
+
+impl Provider {
+    /// Generates a handler for `text`, verifies it in the sandbox against the protocol's test
+    /// cases, and regenerates it from the failure a bounded number of times. A verified handler
+    /// becomes `negotiation`'s candidate. `Ok(Built::Failed)` is a generation or verification
+    /// failure to report to the peer; `Err` a failure of our own infrastructure.
+    pub(super) async fn build_handler(
+        &self,
+        text: &str,
+        source: Source,
+        negotiation: &mut Negotiation,
+    ) -> Result<Built, ApiError> {
+        let doc = match ProtocolDoc::parse(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                return Ok(Built::Failed(format!(
+                    "the agreed text is not a protocol document: {e}"
+                )));
+            }
+        };
+        if doc.test_cases().is_empty() {
+            return Ok(Built::Failed(
+                "the protocol has no test cases; Parley only activates verified handlers".into(),
+            ));
+        }
+        let generated = match source {
+            Source::Generate(mapping) => {
+                metrics::reasoner_call(self.reasoner.backend(), "generate");
+                self.reasoner
+                    .generate_handler(&doc, &self.specs, mapping.as_ref())
+                    .await
+            }
+            Source::Fix(previous, failure) => {
+                metrics::reasoner_call(self.reasoner.backend(), "fix");
+                self.reasoner
+                    .fix_handler(&doc, &self.specs, &previous, &failure)
+                    .await
+            }
+        };
+        match generated {
+            Ok(generated) => self.verify_and_fix(&doc, generated, negotiation).await,
+            Err(e) if e.is_backend_failure() => Err(reasoner_error(e)),
+            Err(e) => Ok(Built::Failed(e.to_string())),
+        }
+    }
+
+    /// Verifies `generated`, and while it fails (at most `fix_attempts` times) asks the
+    /// reasoner for a fix and verifies that.
+    async fn verify_and_fix(
+        &self,
+        doc: &ProtocolDoc,
+        mut generated: GeneratedHandler,
+        negotiation: &mut Negotiation,
+    ) -> Result<Built, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let (candidate, report) = match self.verify_candidate(doc, &generated).await? {
+                Ok(verified) => verified,
+                Err(failure) => return Ok(Built::Failed(failure)),
+            };
+            if report.passed() {
+                generated.compiled = self
+                    .check_compiled(doc, &generated, &report, candidate)
+                    .await?;
+                negotiation.handler_id = Some(candidate);
+                negotiation.handler = Some(generated);
+                return Ok(Built::Verified);
+            }
+            let failure = report.failure_description();
+            // Schema-valid answers that differ only from the expectations point at the
+            // expectations, once our own fixes are exhausted.
+            let give_up = |failure: String| {
+                if expectation_only(&report) {
+                    Built::PeerExpectation(failure)
+                } else {
+                    Built::Failed(failure)
+                }
+            };
+            attempt += 1;
+            if attempt > self.limits.fix_attempts {
+                return Ok(give_up(failure));
+            }
+            metrics::reasoner_call(self.reasoner.backend(), "fix");
+            generated = match self
+                .reasoner
+                .fix_handler(doc, &self.specs, &generated, &failure)
+                .await
+            {
+                Ok(g) => g,
+                Err(e) if e.is_backend_failure() => return Err(reasoner_error(e)),
+                // The backend has nothing better: the failure stands.
+                Err(_) => return Ok(give_up(failure)),
+            };
+        }
+    }
+
+    /// Stores `generated` as a handler candidate, runs the protocol's test cases through it and
+    /// records the verification. `Ok(Err(why))`: the handler does not load.
+    async fn verify_candidate(
+        &self,
+        doc: &ProtocolDoc,
+        generated: &GeneratedHandler,
+    ) -> Result<Result<(Uuid, VerificationReport), String>, ApiError> {
+        let candidate = self
+            .store
+            .insert_handler_candidate(NewHandler {
+                protocol_hash: doc.hash().to_string(),
+                source: generated.source.clone(),
+                backend: self.reasoner.backend().to_owned(),
+                capabilities: generated.grants.clone(),
+            })
+            .await?;
+        let verified = self
+            .runner
+            .verify(
+                doc,
+                doc.test_cases(),
+                Dialect::JavaScript,
+                &generated.source,
+                &generated.grants,
+            )
+            .await;
+        let (passed, record, outcome) = match verified {
+            Ok(report) => {
+                let record = serde_json::to_value(&report).unwrap_or(Value::Null);
+                (report.passed(), record, Ok((candidate.id, report)))
+            }
+            Err(e) => {
+                let failure = format!("the handler does not load: {}: {e}", e.code());
+                (false, json!({ "error": failure }), Err(failure))
+            }
+        };
+        self.store
+            .record_handler_verification(candidate.id, passed, &record)
+            .await?;
+        Ok(outcome)
+    }
+
+    /// Checks a verified handler's compiled form, when it has one: the same test cases run
+    /// through it in the sandbox's mapping runtime, and it must answer every one exactly as the
+    /// JavaScript did (`reference`). Then it is attached to the candidate and returned, to serve
+    /// in place of the JavaScript; otherwise the JavaScript serves alone, and a warning says why.
+    pub(super) async fn check_compiled(
+        &self,
+        doc: &ProtocolDoc,
+        generated: &GeneratedHandler,
+        reference: &VerificationReport,
+        candidate: Uuid,
+    ) -> Result<Option<Value>, ApiError> {
+        let Some(compiled) = generated
+            .compiled
+            .as_ref()
+            .filter(|_| self.limits.compiled_handlers)
+        else {
+            return Ok(None);
+        };
+        let difference = match self
+            .runner
+            .verify(
+                doc,
+                doc.test_cases(),
+                Dialect::Mapping,
+                &compiled.to_string(),
+                &generated.grants,
+            )
+            .await
+        {
+            Ok(report) => compiled_differs(reference, &report),
+            Err(e) => Some(format!("it does not load: {}: {e}", e.code())),
+        };
+        if let Some(difference) = difference {
+            tracing::warn!(
+                %difference,
+                "provider: the handler's compiled form does not answer as its JavaScript does; \
+                 the JavaScript serves"
+            );
+            return Ok(None);
+        }
+        self.store.attach_compiled(candidate, compiled).await?;
+        Ok(Some(compiled.clone()))
+    }
+
+    /// Regenerates the handler of the agreed protocol from a failure description.
+    pub(super) async fn rebuild(
+        &self,
+        negotiation: &mut Negotiation,
+        failure: &str,
+    ) -> Result<Built, ApiError> {
+        let Some((_, text)) = negotiation.session.agreed().map(|(h, t)| (h, t.to_owned())) else {
+            return Ok(Built::Failed("no protocol is agreed".into()));
+        };
+        let source = match negotiation.handler.clone() {
+            Some(previous) => Source::Fix(previous, failure.to_owned()),
+            None => Source::Generate(None),
+        };
+        self.build_handler(&text, source, negotiation).await
+    }
+
+    /// Runs test cases the peer proposed against the current handler: accepted when it passes
+    /// them all.
+    pub(super) async fn evaluate_test_cases(
+        &self,
+        negotiation: &Negotiation,
+        text: &str,
+    ) -> Result<Verdict, ApiError> {
+        let reject = |reason: String| Ok(Verdict::Reject { reason });
+        let cases = match parley_negotiator::parse_test_cases(text) {
+            Ok(c) if !c.is_empty() => c,
+            Ok(_) => return reject("no test cases".into()),
+            Err(e) => return reject(e.to_string()),
+        };
+        let (Some((_, agreed)), Some(handler)) =
+            (negotiation.session.agreed(), negotiation.handler.as_ref())
+        else {
+            return reject("no handler to test yet".into());
+        };
+        let doc = match ProtocolDoc::parse(agreed) {
+            Ok(d) => d,
+            Err(e) => return reject(e.to_string()),
+        };
+        match self.run_cases(&doc, &cases, handler).await {
+            Ok(report) if report.passed() => Ok(Verdict::Accept),
+            Ok(report) => reject(report.failure_description()),
+            Err(e) => reject(e),
+        }
+    }
+
+    async fn run_cases(
+        &self,
+        doc: &ProtocolDoc,
+        cases: &[TestCase],
+        handler: &GeneratedHandler,
+    ) -> Result<VerificationReport, String> {
+        self.runner
+            .verify(
+                doc,
+                cases,
+                Dialect::JavaScript,
+                &handler.source,
+                &handler.grants,
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Whether every failed case answered within the response schema, failing only on the
+/// expected values.
+fn expectation_only(report: &VerificationReport) -> bool {
+    report.failed().all(|c| {
+        c.response.is_some()
+            && !c
+                .failures
+                .iter()
+                .any(|f| f.starts_with("response schema violation"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use parley_negotiator::{CapabilitySpec, ProtocolHash};
+    use parley_sandbox::Sandbox;
+    use parley_store::Store;
+
+    use super::*;
+
+    /// A verified candidate of `generated` for protocol `hash`.
+    async fn verified_candidate(
+        store: &Arc<dyn Store>,
+        hash: &ProtocolHash,
+        generated: &GeneratedHandler,
+    ) -> Uuid {
+        let candidate = store
+            .insert_handler_candidate(NewHandler {
+                protocol_hash: hash.to_string(),
+                source: generated.source.clone(),
+                backend: "builtin".into(),
+                capabilities: generated.grants.clone(),
+            })
+            .await
+            .expect("candidate");
+        store
+            .record_handler_verification(candidate.id, true, &json!({"passed": true}))
+            .await
+            .expect("verified");
+        candidate.id
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_compiled_form_is_attached_only_when_it_answers_as_the_javascript() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let text = std::fs::read_to_string(root.join("examples/protocols/product-info.md"))
+            .expect("the example protocol");
+        let doc = ProtocolDoc::parse(text.clone()).expect("a protocol document");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("p.db").display());
+        let store = parley_store::connect(&url, Default::default())
+            .await
+            .expect("store");
+        store.put_protocol(&text).await.expect("protocol");
+        let capabilities =
+            crate::startup::load_capabilities(Some(&root.join("examples/capabilities.toml")))
+                .expect("capabilities");
+        let sandbox =
+            Arc::new(Sandbox::new(parley_sandbox::SandboxConfig::default()).expect("a sandbox"));
+        let provider = |compiled_handlers| {
+            Provider::new(
+                store.clone(),
+                capabilities.clone(),
+                Arc::new(parley_negotiator::BuiltinProtocolReasoner),
+                Arc::new(parley_negotiator::BuiltinReasoner::new(
+                    capabilities.clone(),
+                )),
+                sandbox.clone(),
+                crate::config::NegotiationLimits {
+                    compiled_handlers,
+                    ..crate::config::NegotiationLimits::default()
+                },
+            )
+        };
+        let generated = parley_negotiator::BuiltinProtocolReasoner
+            .generate_sync(&doc, &CapabilitySpec::all(&capabilities), None)
+            .expect("the built-in handler");
+        let mapping = generated.compiled.clone().expect("a compiled form");
+        let on = provider(true);
+        let reference = on
+            .runner
+            .verify(
+                &doc,
+                doc.test_cases(),
+                Dialect::JavaScript,
+                &generated.source,
+                &generated.grants,
+            )
+            .await
+            .expect("the JavaScript publishes");
+        // Verification leaves nothing published behind.
+        assert_eq!(on.runner.verifying(), 0);
+        assert!(
+            reference.passed() && reference.cases.len() >= 2,
+            "{reference:?}"
+        );
+        let compiled_of = |id| {
+            let store = store.clone();
+            async move {
+                store
+                    .get_handler(id)
+                    .await
+                    .expect("get")
+                    .expect("stored")
+                    .compiled
+            }
+        };
+
+        // The mapping the JavaScript was generated from answers as it does: attached.
+        let id = verified_candidate(&store, &doc.hash(), &generated).await;
+        let attached = on
+            .check_compiled(&doc, &generated, &reference, id)
+            .await
+            .expect("checked");
+        assert_eq!(attached.as_ref(), Some(&mapping));
+        assert_eq!(compiled_of(id).await.as_ref(), Some(&mapping));
+
+        // A mapping that answers differently (another success code), or is no mapping at all,
+        // is not: the JavaScript serves.
+        let mut other_code = mapping.clone();
+        other_code["codes"]["ok"] = json!(201);
+        let mut not_a_mapping = mapping.clone();
+        not_a_mapping["capability"] = json!(5);
+        for compiled in [other_code, not_a_mapping] {
+            let tampered = GeneratedHandler {
+                compiled: Some(compiled),
+                ..generated.clone()
+            };
+            let id = verified_candidate(&store, &doc.hash(), &tampered).await;
+            let attached = on
+                .check_compiled(&doc, &tampered, &reference, id)
+                .await
+                .expect("checked");
+            assert_eq!(attached, None);
+            assert_eq!(compiled_of(id).await, None);
+        }
+
+        // An operator who turned compiled forms off gets the JavaScript, whatever the mapping.
+        let off = provider(false);
+        let id = verified_candidate(&store, &doc.hash(), &generated).await;
+        assert_eq!(
+            off.check_compiled(&doc, &generated, &reference, id)
+                .await
+                .expect("checked"),
+            None
+        );
+        assert_eq!(compiled_of(id).await, None);
+
+        // Serving from the store: the compiled form when the active handler has one (unless
+        // turned off); a stored form that does not publish falls back to the JavaScript.
+        let request = json!({
+            "messageId": "c1", "type": "REQUEST", "action": "getProductInfo", "productId": "P12345"
+        });
+        let hash = doc.hash();
+        let serve = |compiled_handlers| {
+            let provider = provider(compiled_handlers);
+            let request = request.clone();
+            async move {
+                let (active, _) = provider
+                    .cache
+                    .get(&hash, &provider.store, &provider.sandbox, compiled_handlers)
+                    .await
+                    .expect("the active protocol loads");
+                let answer = provider
+                    .application(&hash, &request, "peer", tokio::runtime::Handle::current())
+                    .await
+                    .expect("an answer");
+                (active.handler.dialect(), answer)
+            }
+        };
+        let attached = verified_candidate(&store, &hash, &generated).await;
+        store
+            .attach_compiled(attached, &mapping)
+            .await
+            .expect("attach");
+        store.activate_handler(attached).await.expect("activate");
+        let (dialect, compiled_answer) = serve(true).await;
+        assert_eq!(dialect, Dialect::Mapping);
+        assert_eq!(compiled_answer["status"]["code"], 200, "{compiled_answer}");
+        let (dialect, javascript_answer) = serve(false).await;
+        assert_eq!(dialect, Dialect::JavaScript);
+        assert_eq!(javascript_answer, compiled_answer);
+
+        let broken = verified_candidate(&store, &hash, &generated).await;
+        store
+            .attach_compiled(broken, &json!({ "capability": 5 }))
+            .await
+            .expect("the store takes any object");
+        store.activate_handler(broken).await.expect("activate");
+        let (dialect, fallback_answer) = serve(true).await;
+        assert_eq!(dialect, Dialect::JavaScript);
+        assert_eq!(fallback_answer, compiled_answer);
+    }
+}

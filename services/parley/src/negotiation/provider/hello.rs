@@ -1,0 +1,50 @@
+//! The hello exchange (`sourceHello` → `destinationHello`): what the peer supports, and which
+//! protocol it offers that this side already serves (0-RTT). A hello comes before any
+//! negotiation exists, so its messages wait in the conversation's state until a negotiation's
+//! transcript can take them.
+
+use std::collections::HashSet;
+
+use parley_negotiator::anp::Hello;
+use parley_store::Direction;
+use serde_json::Value;
+
+use super::Provider;
+use super::driver::Turn;
+use super::state::NegotiationState;
+use crate::error::ApiError;
+
+impl Provider {
+    /// Answers the peer's `sourceHello` (`value` as received): remembers what it supports,
+    /// selects the first offered protocol with an active handler here, and opens the
+    /// transcript of the next negotiation with the exchange.
+    pub(super) async fn answer_hello(
+        &self,
+        hello: Hello,
+        value: Value,
+        state: &mut NegotiationState,
+        turn: &mut Turn,
+    ) -> Result<(), ApiError> {
+        // Only what both sides support is used: remember what the peer announced.
+        state.peer_capabilities = Some(hello.meta_protocol.supported_capabilities.clone());
+        let mut known = HashSet::new();
+        for h in hello.meta_protocol.offered_hashes() {
+            if self.store.active_handler(&h.to_string()).await?.is_some() {
+                known.insert(h);
+            }
+        }
+        let answer = hello.meta_protocol.answer(|h| known.contains(h));
+        turn.summary.push(match &known.iter().next() {
+            Some(h) => format!("Protocol {h} is known here: send application messages directly."),
+            None => "Hello. No offered protocol is known here; propose one.".to_owned(),
+        });
+        // The transcript opens with the last hello before the negotiation.
+        state.hello_transcript.clear();
+        state.hello_transcript.push((Direction::Inbound, value));
+        state
+            .hello_transcript
+            .push((Direction::Outbound, answer.to_value()));
+        turn.hello_replies.push(answer);
+        Ok(())
+    }
+}

@@ -1,0 +1,105 @@
+//! The provider's side of negotiation: answers meta-protocol messages with the
+//! [`ProviderSession`](parley_negotiator::ProviderSession) state machine, evaluates proposals
+//! with the protocol reasoner, generates and verifies handlers in the sandbox, and serves
+//! application messages through the active ones.
+//!
+//! # Layout
+//! - `driver`: one turn — the inbound meta-protocol messages of one message, answered.
+//! - `state`: what a conversation keeps between turns (`NegotiationState`), read
+//!   once and written once per turn.
+//! - `hello`: the hello exchange and the 0-RTT selection.
+//! - `build`: handler generation, verification, regeneration, and the compiled form's check.
+//! - `outcome`: transcripts, activation of the verified handler, the recorded outcome.
+//! - `serve`: application messages, hash → handler → answer.
+//! - `usage`: per-peer usage counts and their flusher.
+
+mod build;
+mod driver;
+mod hello;
+mod outcome;
+mod serve;
+mod state;
+mod usage;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parley_capabilities::Capabilities;
+use parley_negotiator::{CapabilitySpec, ProtocolReasoner, Reasoner};
+use parley_sandbox::Sandbox;
+use parley_store::Store;
+
+pub use self::driver::MetaTurn;
+use self::usage::UsageCounts;
+use super::runner::{ProtocolCache, SandboxRunner};
+use crate::config::NegotiationLimits;
+use crate::error::ApiError;
+
+/// The provider role: what negotiating and serving protocols needs.
+#[derive(Debug)]
+pub struct Provider {
+    store: Arc<dyn Store>,
+    capabilities: Arc<Capabilities>,
+    /// The capabilities as the protocol reasoner sees them.
+    specs: Vec<CapabilitySpec>,
+    reasoner: Arc<dyn ProtocolReasoner>,
+    /// Answers `naturalLanguageNegotiation` requests.
+    nl: Arc<dyn Reasoner>,
+    sandbox: Arc<Sandbox>,
+    /// Runs handlers under verification.
+    runner: SandboxRunner,
+    /// The active handlers, by protocol hash.
+    cache: ProtocolCache,
+    limits: NegotiationLimits,
+    /// Per-peer call counts, written to the store in batches.
+    usage: Arc<UsageCounts>,
+}
+
+impl Provider {
+    pub fn new(
+        store: Arc<dyn Store>,
+        capabilities: Arc<Capabilities>,
+        reasoner: Arc<dyn ProtocolReasoner>,
+        nl: Arc<dyn Reasoner>,
+        sandbox: Arc<Sandbox>,
+        limits: NegotiationLimits,
+    ) -> Self {
+        Provider {
+            specs: CapabilitySpec::all(&capabilities),
+            runner: SandboxRunner::new(sandbox.clone(), capabilities.clone()),
+            store,
+            capabilities,
+            reasoner,
+            nl,
+            sandbox,
+            cache: ProtocolCache::default(),
+            limits,
+            usage: Arc::default(),
+        }
+    }
+
+    /// Model calls the protocol reasoner has made so far.
+    pub fn model_calls(&self) -> u64 {
+        self.reasoner.model_calls()
+    }
+
+    /// Writes the usage counts to the store every `period` until the task is aborted.
+    pub fn spawn_usage_flusher(&self, period: Duration) -> tokio::task::JoinHandle<()> {
+        self.usage.spawn_flusher(self.store.clone(), period)
+    }
+
+    /// The last usage flush, at shutdown: retried for at most `within` while the database
+    /// cannot take it.
+    pub async fn flush_usage_within(&self, within: Duration) {
+        self.usage.flush_within(&self.store, within).await;
+    }
+}
+
+/// Failures of the model itself (unreachable, or an unusable answer) go to the caller as
+/// errors; they are never turned into a proposal or a failed code generation for the peer.
+fn reasoner_error(e: parley_negotiator::ProtocolReasonerError) -> ApiError {
+    ApiError::Reasoner {
+        code: e.code().to_owned(),
+        message: e.to_string(),
+    }
+}

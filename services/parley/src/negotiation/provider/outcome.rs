@@ -1,0 +1,125 @@
+//! How a negotiation's record ends: the transcript it keeps, activation of the verified
+//! handler once both sides generated code, and the outcome stored when it closes.
+
+use std::sync::Arc;
+
+use parley_negotiator::{NegotiationError, ProtocolDoc, ProtocolHash};
+use parley_store::{
+    Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, Role, StoreError,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::Provider;
+use super::state::Negotiation;
+use crate::error::ApiError;
+use crate::metrics;
+use crate::negotiation::runner::{ActiveProtocol, publish_serving};
+
+impl Provider {
+    /// Appends `entries` to negotiation `id`'s transcript, in order.
+    pub(super) async fn transcribe(
+        &self,
+        id: Uuid,
+        entries: impl IntoIterator<Item = (Direction, Value)>,
+    ) -> Result<(), ApiError> {
+        for (direction, message) in entries {
+            self.store
+                .append_transcript(id, direction, &message)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Both sides generated code: activate the handler, record the agreement, serve it.
+    pub(super) async fn activate(
+        &self,
+        negotiation: &Negotiation,
+        hash: &ProtocolHash,
+        peer: &str,
+    ) -> Result<(), ApiError> {
+        let (Some(id), Some(generated)) = (negotiation.handler_id, negotiation.handler.as_ref())
+        else {
+            return Err(ApiError::internal("ready without a verified handler"));
+        };
+        self.store.activate_handler(id).await?;
+        self.store
+            .record_agreement(NewAgreement {
+                peer: peer.to_owned(),
+                peer_url: None,
+                protocol_hash: hash.to_string(),
+                role: Role::Provider,
+            })
+            .await?;
+        self.finish(
+            negotiation,
+            NegotiationStatus::Accepted,
+            Some(hash.to_string()),
+            None,
+        )
+        .await?;
+        let text = negotiation
+            .session
+            .agreed()
+            .map(|(_, t)| t.to_owned())
+            .unwrap_or_default();
+        let doc = ProtocolDoc::parse(text).map_err(ApiError::internal)?;
+        let handler = publish_serving(
+            &self.sandbox,
+            &generated.source,
+            generated.compiled.as_ref(),
+        )
+        .await
+        .map_err(ApiError::internal)?;
+        self.cache.insert(
+            *hash,
+            ActiveProtocol {
+                doc: Arc::new(doc),
+                handler,
+                grants: generated.grants.iter().cloned().collect(),
+            },
+        );
+        metrics::negotiation_outcome("accepted");
+        Ok(())
+    }
+
+    /// The negotiation ended without agreement (or broke after it): record why.
+    pub(super) async fn close(
+        &self,
+        negotiation: &Negotiation,
+        reason: &NegotiationError,
+    ) -> Result<(), ApiError> {
+        let status = match reason {
+            NegotiationError::Timeout { .. } => NegotiationStatus::Timeout,
+            NegotiationError::CodeGeneration { .. } => NegotiationStatus::Failed,
+            _ => NegotiationStatus::Rejected,
+        };
+        metrics::negotiation_outcome(status.as_str());
+        self.finish(negotiation, status, None, Some(reason.code().to_owned()))
+            .await
+    }
+
+    async fn finish(
+        &self,
+        negotiation: &Negotiation,
+        status: NegotiationStatus,
+        protocol_hash: Option<String>,
+        reason: Option<String>,
+    ) -> Result<(), ApiError> {
+        let outcome = NegotiationOutcome {
+            status,
+            protocol_hash,
+            rounds: i64::from(negotiation.session.rounds()),
+            reason,
+        };
+        match self
+            .store
+            .finish_negotiation(negotiation.negotiation_id, outcome)
+            .await
+        {
+            // A negotiation already finished (a rule break after agreement) stays as recorded.
+            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

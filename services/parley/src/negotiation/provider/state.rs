@@ -1,0 +1,98 @@
+//! What the provider keeps in a conversation between two of its messages, as one type: read
+//! once when a turn begins and written once when it ends.
+//!
+//! It is stored as the conversation's state object, one key per field (`negotiation`,
+//! `peer_capabilities`, `hello_transcript`); an absent key is the field's default, and an empty
+//! field is left out.
+
+use std::sync::Arc;
+
+use parley_negotiator::{GeneratedHandler, ProviderSession};
+use parley_store::{Direction, Store, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// The provider's state of one conversation.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct NegotiationState {
+    /// The conversation's current negotiation, or its last one once closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negotiation: Option<Negotiation>,
+    /// What the peer's last hello announced; `None` when it sent none (then the seed's full set
+    /// is assumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_capabilities: Option<Vec<String>>,
+    /// Hello messages, both ways, that no negotiation's transcript holds yet: a hello comes
+    /// before any negotiation exists, so its exchange waits here and opens the transcript of the
+    /// next negotiation started in this conversation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hello_transcript: Vec<(Direction, Value)>,
+}
+
+/// One negotiation: its record in the store, its session state machine, and the handler built
+/// for the agreed protocol once there is one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Negotiation {
+    pub negotiation_id: Uuid,
+    pub session: ProviderSession,
+    /// The verified candidate built for the agreed protocol.
+    pub handler_id: Option<Uuid>,
+    pub handler: Option<GeneratedHandler>,
+}
+
+impl NegotiationState {
+    /// Whether the peer's hello announced `capability` (or there was no hello).
+    pub fn peer_supports(&self, capability: &str) -> bool {
+        self.peer_capabilities
+            .as_ref()
+            .is_none_or(|caps| caps.iter().any(|c| c == capability))
+    }
+
+    /// The negotiation that is still open, if any.
+    pub fn open(&self) -> Option<&Negotiation> {
+        self.negotiation.as_ref().filter(|n| !n.session.is_closed())
+    }
+}
+
+/// A conversation's state as read at the start of a turn, with the version a write must match.
+pub(super) struct Loaded {
+    pub state: NegotiationState,
+    pub version: i64,
+}
+
+/// Reads conversation `cid`'s state. A state that does not read as [`NegotiationState`] is
+/// dropped with a warning: the conversation starts afresh rather than failing every message.
+pub(super) async fn load(store: &Arc<dyn Store>, cid: &str) -> Result<Loaded, ApiError> {
+    let conversation = store
+        .get_conversation(cid)
+        .await?
+        .ok_or_else(|| ApiError::UnknownConversation(cid.to_owned()))?;
+    let state = serde_json::from_value(conversation.state).unwrap_or_else(|error| {
+        tracing::warn!(%error, conversation = cid, "unreadable negotiation state; starting afresh");
+        NegotiationState::default()
+    });
+    Ok(Loaded {
+        state,
+        version: conversation.version,
+    })
+}
+
+/// Writes conversation `cid`'s state, if no other message changed it since it was read.
+pub(super) async fn save(
+    store: &Arc<dyn Store>,
+    cid: &str,
+    version: i64,
+    state: &NegotiationState,
+) -> Result<(), ApiError> {
+    let value = serde_json::to_value(state).expect("negotiation state serializes");
+    match store.update_conversation_state(cid, version, &value).await {
+        Ok(_) => Ok(()),
+        Err(StoreError::Conflict { .. }) => Err(ApiError::Conflict(format!(
+            "another message of conversation {cid} moved its negotiation on first"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}

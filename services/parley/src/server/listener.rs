@@ -1,0 +1,283 @@
+//! The NLIP listener: its own accept loop over hyper-util's HTTP/1.1 + HTTP/2 connection
+//! builder, one connection slot per connection, the head and idle timeouts, graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use axum::response::Response;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+use super::{AppState, app, http, prepare_socket};
+
+/// The NLIP listener: one hyper connection (HTTP/1.1 or HTTP/2, with upgrades for WebSocket)
+/// per accepted socket, each served by an [`NlipService`] that knows its peer's address.
+/// After `stop`, it accepts no more connections, asks each open one to finish its in-flight
+/// request and close, and returns once all have.
+pub(super) async fn serve_nlip(
+    state: AppState,
+    listener: TcpListener,
+    stop: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let shared = Arc::new(Shared {
+        router: app(state.clone()),
+        state,
+    });
+    let limits = &shared.state.limits;
+    let connection = Arc::new(Connection {
+        builder: connection_builder(&shared.state),
+        head_timeout: Duration::from_millis(limits.header_read_timeout_ms),
+        // Stopping: every connection finishes the requests it has and closes; `serve_nlip`
+        // returns once all have.
+        stopping: tokio_util::sync::CancellationToken::new(),
+    });
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let connections = tokio_util::task::TaskTracker::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        if slots.available_permits() == 0 {
+            tracing::warn!(
+                limit = limits.max_connections,
+                "limits.max_connections reached: no new connections until one closes"
+            );
+        }
+        // Nothing closes the semaphore; `Err` cannot happen.
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(permit) => ConnectionSlot {
+                    _permit: Arc::new(permit),
+                },
+                Err(_) => break,
+            },
+            () = &mut stop => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        prepare_socket(&stream);
+        // The service lives as long as the connection, and with it the slot; a WebSocket
+        // session takes a clone along when the connection is upgraded.
+        let service = NlipService {
+            shared: shared.clone(),
+            peer,
+            slot,
+            activity: Arc::default(),
+        };
+        connections.spawn(Arc::clone(&connection).serve(stream, service));
+    }
+    drop(listener);
+    connection.stopping.cancel();
+    connections.close();
+    connections.wait().await;
+    Ok(())
+}
+
+/// hyper's connection builder with the listener's limits: HTTP/1's head timer, and HTTP/2
+/// connections pinged like WebSocket sessions (a peer that does not answer within two more
+/// intervals is gone, and its connection and slot with it).
+fn connection_builder(state: &AppState) -> Builder {
+    let limits = &state.limits;
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+    let ping = Duration::from_millis(limits.ws_ping_interval_ms);
+    builder
+        .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(ping)
+        .keep_alive_timeout(ping.saturating_mul(2))
+        // RFC 8441 extended CONNECT: WebSocket over HTTP/2.
+        .enable_connect_protocol();
+    builder
+}
+
+type Builder = hyper_util::server::conn::auto::Builder<TokioExecutor>;
+
+/// What serving one accepted connection takes, shared by all of them.
+struct Connection {
+    builder: Builder,
+    head_timeout: Duration,
+    stopping: tokio_util::sync::CancellationToken,
+}
+
+impl Connection {
+    /// Serves one accepted connection until it ends.
+    async fn serve(self: Arc<Self>, stream: tokio::net::TcpStream, service: NlipService) {
+        let peer = service.peer;
+        let activity = Arc::clone(&service.activity);
+        // hyper's head timer starts at a request's first byte (or at the previous answer);
+        // a peer that connects and never sends one gets the same time, then is dropped.
+        // (`peek`, not `readable`: readiness may be reported before any byte has come.)
+        let mut first = [0u8; 1];
+        let first_byte = tokio::select! {
+            peeked = tokio::time::timeout(self.head_timeout, stream.peek(&mut first)) => peeked,
+            // Stopping: a connection with no request yet is simply closed.
+            () = self.stopping.cancelled() => return,
+        };
+        if !matches!(first_byte, Ok(Ok(1..))) {
+            tracing::debug!(%peer, "connection closed: no request within the head timeout");
+            return;
+        }
+        let connection = self
+            .builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service);
+        let mut connection = std::pin::pin!(connection);
+        // Closed gracefully (HTTP/2: GOAWAY, then the streams in flight finish) when the
+        // server stops, or when no request has been in flight for one to two head timeouts:
+        // HTTP/1 has hyper's head timer for that, HTTP/2 nothing else, and an idle peer that
+        // answers pings would hold its connection slot for ever.
+        let mut closing = false;
+        let ended = loop {
+            tokio::select! {
+                biased;
+                ended = connection.as_mut() => break ended,
+                () = self.stopping.cancelled(), if !closing => {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                () = activity.idle(self.head_timeout), if !closing => {
+                    tracing::debug!(%peer, "connection closed: idle for the head timeout");
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        };
+        if let Err(e) = ended {
+            tracing::trace!(%peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// Requests in flight on one connection, and a count of their beginnings and ends: what tells
+/// an idle connection without reading a clock on every request.
+#[derive(Debug, Default)]
+struct Activity {
+    in_flight: std::sync::atomic::AtomicUsize,
+    events: std::sync::atomic::AtomicU64,
+}
+
+impl Activity {
+    /// Marks a request as in flight until the guard is dropped.
+    fn begin(self: &Arc<Self>) -> InFlight {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.in_flight.fetch_add(1, Relaxed);
+        self.events.fetch_add(1, Relaxed);
+        InFlight(Arc::clone(self))
+    }
+
+    /// Completes once a whole `limit` has passed with no request in flight, none beginning and
+    /// none ending: between one and two `limit`s after the last request ended.
+    async fn idle(&self, limit: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut seen = self.events.load(Relaxed);
+        loop {
+            tokio::time::sleep(limit).await;
+            let now = self.events.load(Relaxed);
+            if now == seen && self.in_flight.load(Relaxed) == 0 {
+                return;
+            }
+            seen = now;
+        }
+    }
+}
+
+/// A request in flight on its connection (see [`Activity`]).
+#[derive(Debug)]
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.events.fetch_add(1, Relaxed);
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// An accept error: a connection that died before it was accepted is skipped; anything else
+/// (out of file descriptors, say) is logged and retried after a pause, as axum does.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accepting a connection failed; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// What every connection of the NLIP listener shares.
+#[derive(Debug)]
+struct Shared {
+    state: AppState,
+    router: Router,
+}
+
+/// The hyper service of one NLIP connection. `POST /nlip` (the hot path: every NLIP message
+/// over HTTP) is answered here directly, with the peer address the connection was accepted
+/// with, a body read without boxing and a reply body that is not boxed either; axum's routing,
+/// extension map and extractors would roughly double the per-request work of a small message.
+/// Everything else goes to the [`app`] router, with the peer address as [`ConnectInfo`].
+#[derive(Debug, Clone)]
+struct NlipService {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    slot: ConnectionSlot,
+    activity: Arc<Activity>,
+}
+
+/// One of the listener's `limits.max_connections` slots, held by a connection and by the
+/// WebSocket session it was upgraded to; freed when both are gone.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionSlot {
+    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
+
+type NlipBody = http_body_util::Either<http_body_util::Full<Bytes>, Body>;
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipService {
+    type Response = Response<NlipBody>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Response<NlipBody>, std::convert::Infallible>> + Send>,
+    >;
+
+    fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        let shared = self.shared.clone();
+        let peer = self.peer;
+        let in_flight = self.activity.begin();
+        if request.method() == axum::http::Method::POST
+            && matches!(request.uri().path(), "/nlip" | "/nlip/")
+        {
+            return Box::pin(async move {
+                let _in_flight = in_flight;
+                let response = http::nlip_post(&shared.state, peer, request).await;
+                Ok(response.map(http_body_util::Either::Left))
+            });
+        }
+        let mut request = request;
+        request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(self.slot.clone());
+        Box::pin(async move {
+            use tower::ServiceExt as _;
+            let _in_flight = in_flight;
+            let response = shared.router.clone().oneshot(request).await?;
+            Ok(response.map(http_body_util::Either::Right))
+        })
+    }
+}

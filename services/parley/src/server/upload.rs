@@ -1,0 +1,73 @@
+//! Out-of-band uploads (ECMA-430 §6.4) on their own listener: content-addressed in the store,
+//! named in the reply by their URI.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use super::AppState;
+use super::http::{Encoding, error_response, method_not_allowed, not_found, read_body};
+use crate::error::ApiError;
+
+/// The upload listener's routes (ECMA-431: a different port).
+pub fn upload_app(state: AppState) -> Router {
+    Router::new()
+        .route("/upload", post(post_upload).fallback(method_not_allowed))
+        .route("/uploads/{id}", get(get_upload))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+#[derive(Debug, Deserialize)]
+struct UploadQuery {
+    filename: Option<String>,
+}
+
+async fn post_upload(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Query(query): Query<UploadQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Err(e) = state.check_rate(peer) {
+        return error_response(Encoding::Json, e).into_response();
+    }
+    let bytes = match read_body(body, state.limits.max_upload_bytes).await {
+        Ok(b) => b,
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
+    };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream");
+    let stored = state
+        .agent
+        .put_upload(&bytes, content_type, query.filename.as_deref())
+        .await;
+    match stored {
+        Ok(reply) => Encoding::Json
+            .respond(StatusCode::CREATED, &reply)
+            .into_response(),
+        Err(e) => error_response(Encoding::Json, e).into_response(),
+    }
+}
+
+async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.agent.upload(&id).await {
+        Ok(Some(upload)) => {
+            let ct = HeaderValue::from_str(&upload.meta.content_type)
+                .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+            (StatusCode::OK, [(header::CONTENT_TYPE, ct)], upload.bytes).into_response()
+        }
+        Ok(None) => error_response(Encoding::Json, ApiError::UploadNotFound(id)).into_response(),
+        Err(e) => error_response(Encoding::Json, e).into_response(),
+    }
+}

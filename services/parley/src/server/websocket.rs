@@ -1,0 +1,156 @@
+//! WebSocket (ECMA-432): CBOR binary frames at `/nlip/ws`, UTF-8 JSON text frames at
+//! `/nlip/ws/text`; one NLIP message per frame, answered in order.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
+use axum::response::Response;
+use axum::routing::{MethodRouter, get};
+
+use super::AppState;
+use super::http::Encoding;
+use super::listener::ConnectionSlot;
+use crate::agent::bare_error;
+use crate::error::ApiError;
+
+/// Which end-point a socket was opened on: CBOR binary frames or UTF-8 JSON text frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    Cbor,
+    Text,
+}
+
+/// The route of a WebSocket end-point carrying `framing`.
+pub(super) fn route(framing: Framing) -> MethodRouter<AppState> {
+    get(
+        move |ws: WebSocketUpgrade,
+              State(state): State<AppState>,
+              ConnectInfo(peer): ConnectInfo<SocketAddr>,
+              slot: Option<Extension<ConnectionSlot>>| async move {
+            upgrade(ws, state, peer, slot, framing)
+        },
+    )
+}
+
+/// How much a WebSocket session reads at a time, and the read buffer it allocates up front.
+/// tungstenite zero-fills the free part of that buffer before every read: at its default of
+/// 128 KiB, that is a `memset` larger than the CPU's first-level cache for every frame (and for
+/// every read that finds nothing), and 128 KiB held by every connection. NLIP messages are small;
+/// a large one takes several reads.
+pub const WS_READ_CHUNK: usize = 8 * 1024;
+
+/// The session keeps the connection's slot (`limits.max_connections`) until it ends; a router
+/// served other than by [`serve`] has none.
+fn upgrade(
+    ws: WebSocketUpgrade,
+    state: AppState,
+    peer: SocketAddr,
+    slot: Option<Extension<ConnectionSlot>>,
+    framing: Framing,
+) -> Response {
+    let limit = state.limits.max_message_bytes;
+    ws.max_message_size(limit)
+        .max_frame_size(limit)
+        .read_buffer_size(WS_READ_CHUNK)
+        .on_upgrade(move |socket| async move {
+            run_socket(socket, state, peer, framing).await;
+            drop(slot);
+        })
+}
+
+/// One connection: messages are answered in order; pings keep it alive; a peer silent for
+/// three ping intervals is disconnected.
+async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, framing: Framing) {
+    let interval = Duration::from_millis(state.limits.ws_ping_interval_ms);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    let mut last_seen = tokio::time::Instant::now();
+    tracing::debug!(%peer, ?framing, "websocket opened");
+    loop {
+        tokio::select! {
+            incoming = socket.recv() => {
+                let Some(incoming) = incoming else { break };
+                last_seen = tokio::time::Instant::now();
+                let frame = match incoming {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "websocket error");
+                        // Oversized frames end here: tell the peer why before closing.
+                        let close = axum::extract::ws::CloseFrame {
+                            code: axum::extract::ws::close_code::SIZE,
+                            reason: "message too large or malformed frame".into(),
+                        };
+                        let _ = socket.send(WsMessage::Close(Some(close))).await;
+                        break;
+                    }
+                };
+                let reply = match frame {
+                    WsMessage::Binary(bytes) => {
+                        answer_frame(&state, peer, &bytes, Encoding::Cbor, framing).await
+                    }
+                    WsMessage::Text(text) => {
+                        answer_frame(&state, peer, text.as_bytes(), Encoding::Json, framing).await
+                    }
+                    WsMessage::Close(_) => break,
+                    WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
+                };
+                if socket.send(reply).await.is_err() {
+                    break;
+                }
+            }
+            _ = ticker.tick() => {
+                if last_seen.elapsed() > interval * 3 {
+                    tracing::debug!(%peer, "websocket idle: closing");
+                    let _ = socket.send(WsMessage::Close(None)).await;
+                    break;
+                }
+                if socket.send(WsMessage::Ping(Bytes::from_static(b"parley"))).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    tracing::debug!(%peer, "websocket closed");
+}
+
+/// Decodes a frame in the encoding it arrived in and answers in the same encoding. A
+/// frame the end-point does not carry (text on the CBOR socket is accepted leniently;
+/// binary on the text socket is not) gets an error, and the connection stays usable.
+async fn answer_frame(
+    state: &AppState,
+    peer: SocketAddr,
+    bytes: &[u8],
+    encoding: Encoding,
+    framing: Framing,
+) -> WsMessage {
+    let decoded = if framing == Framing::Text && encoding == Encoding::Cbor {
+        Err(ApiError::UnsupportedMediaType(
+            "binary frame on /nlip/ws/text; send UTF-8 JSON text frames, or CBOR to /nlip/ws"
+                .into(),
+        ))
+    } else {
+        state.check_rate(peer).and_then(|()| encoding.decode(bytes))
+    };
+    let message = match decoded {
+        Ok(request) => state.answer(request, peer, "ws").await.message,
+        Err(e) => bare_error(&e),
+    };
+    // The text end-point always answers in text, even when the peer sent binary.
+    let reply_encoding = if framing == Framing::Text {
+        Encoding::Json
+    } else {
+        encoding
+    };
+    match reply_encoding {
+        Encoding::Cbor => WsMessage::Binary(parley_nlip::to_cbor_vec(&message).into()),
+        Encoding::Json => WsMessage::Text(
+            String::from_utf8(parley_nlip::to_json_vec(&message))
+                .expect("serde_json writes UTF-8")
+                .into(),
+        ),
+    }
+}
