@@ -47,11 +47,10 @@ use parley::config::{ReasonerKind, Settings};
 use parley::negotiation::provider::ProtocolBackend;
 use parley::negotiation::requester::{Outcome, Requester};
 use parley::startup::Bound;
-use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
-use parley_negotiator::{
-    BuiltinProtocolReasoner, CapabilitySpec, Evaluation, ProtocolDoc, ProtocolHash,
-};
+use parley_anp::{ProtocolDoc, ProtocolHash};
 use parley_nlip::{Content, Format, Message};
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
+use parley_reasoner::{BuiltinProtocolReasoner, CapabilitySpec, Evaluation};
 use parley_store::Store;
 use parley_tests::{TestApp, example_capabilities, repo_root, test_settings};
 use serde_json::{Value, json};

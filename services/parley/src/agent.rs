@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use parley_capabilities::Capabilities;
-use parley_negotiator::{NlRequest, Reasoner, Turn};
 use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
+use parley_reasoner::{NlRequest, Reasoner, Turn};
 use parley_store::{Direction, NewConversation, Store, StoreError};
 use serde_json::json;
 use sha2::{Digest, Sha256};

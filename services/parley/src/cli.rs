@@ -220,8 +220,8 @@ async fn negotiate(args: NegotiateArgs) -> anyhow::Result<ExitCode> {
                 serde_json::from_str(&read(p)?)
                     .with_context(|| format!("{} is not JSON", p.display()))
             };
-            use parley_negotiator::ProtocolReasoner as _;
-            parley_negotiator::BuiltinProtocolReasoner
+            use parley_reasoner::ProtocolReasoner as _;
+            parley_reasoner::BuiltinProtocolReasoner
                 .draft(
                     &read(requirement)?,
                     &schema(&args.input_schema)?,
@@ -288,7 +288,7 @@ async fn negotiate(args: NegotiateArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
-    let hash: parley_negotiator::ProtocolHash = args
+    let hash: parley_anp::ProtocolHash = args
         .protocol
         .parse()
         .map_err(|e| anyhow::anyhow!("--protocol: {e}"))?;
@@ -335,8 +335,7 @@ async fn protocols_list(store: LocalStore) -> anyhow::Result<ExitCode> {
 }
 
 async fn protocols_show(hash: &str, store: LocalStore) -> anyhow::Result<ExitCode> {
-    let hash: parley_negotiator::ProtocolHash =
-        hash.parse().map_err(|e| anyhow::anyhow!("hash: {e}"))?;
+    let hash: parley_anp::ProtocolHash = hash.parse().map_err(|e| anyhow::anyhow!("hash: {e}"))?;
     let hex = hash.to_string();
     let store = store.open().await?;
     let Some(protocol) = store.get_protocol(&hex).await? else {

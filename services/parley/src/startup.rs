@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use parley_capabilities::Capabilities;
-use parley_negotiator::{
+use parley_reasoner::{
     ApiKey, BuiltinProtocolReasoner, HybridProtocolReasoner, OpenAiConfig, OpenAiProtocolReasoner,
     ProtocolReasoner, Reasoner, ReasonerConfig,
 };
@@ -58,7 +58,7 @@ pub fn build_reasoner(
     settings: &Settings,
     capabilities: Arc<Capabilities>,
 ) -> anyhow::Result<Arc<dyn Reasoner>> {
-    parley_negotiator::build(reasoner_config(settings), capabilities)
+    parley_reasoner::build(reasoner_config(settings), capabilities)
         .context("reasoner could not be set up")
 }
 

@@ -18,7 +18,7 @@ pub mod provider;
 pub mod requester;
 pub mod runner;
 
-use parley_negotiator::{MetaMessage, ProtocolHash};
+use parley_anp::{MetaMessage, ProtocolHash};
 use parley_nlip::{Content, Format, Message, Submessage};
 
 /// Label of the submessages that carry meta-protocol messages.

@@ -5,13 +5,13 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use parley_capabilities::Capabilities;
-use parley_negotiator::{
-    CapabilitySpec, FixVerdict, GeneratedHandler, MetaMessage, NegotiationError, ProtocolDoc,
-    ProtocolHash, ProtocolReasoner, ProviderSession, Reasoner, SessionConfig, Step, Verdict,
-    VerificationReport, anp::NlMessageType, verify::compiled_differs,
+use parley_anp::{
+    FixVerdict, MetaMessage, NegotiationError, ProtocolDoc, ProtocolHash, ProviderSession,
+    SessionConfig, Step, Verdict, VerificationReport, anp::NlMessageType, verify::compiled_differs,
 };
+use parley_capabilities::Capabilities;
 use parley_nlip::Message;
+use parley_reasoner::{CapabilitySpec, GeneratedHandler, ProtocolReasoner, Reasoner};
 use parley_sandbox::{Dialect, Sandbox};
 use parley_store::{
     Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewHandler, NewNegotiation,
@@ -217,7 +217,7 @@ const HELLO_TRANSCRIPT: &str = "hello_transcript";
 struct Turn {
     outbox: Vec<MetaMessage>,
     summary: Vec<String>,
-    mapping: Option<parley_negotiator::Mapping>,
+    mapping: Option<parley_reasoner::Mapping>,
     /// A rule break by the peer: answered as an NLIP error.
     violation: Option<NegotiationError>,
     /// What the peer's hello announced; `None` when it sent none (then the seed's full set
@@ -489,7 +489,7 @@ impl Provider {
                         }
                         Built::PeerExpectation(why)
                             if !turn.peer_supports(
-                                parley_negotiator::anp::capability::FIX_ERROR_NEGOTIATION,
+                                parley_anp::anp::capability::FIX_ERROR_NEGOTIATION,
                             ) =>
                         {
                             turn.summary
@@ -554,7 +554,7 @@ impl Provider {
                     if nl.message_type == NlMessageType::Request {
                         let answer = self
                             .nl
-                            .answer(parley_negotiator::NlRequest {
+                            .answer(parley_reasoner::NlRequest {
                                 text: nl.message.clone(),
                                 language: parley_nlip::DEFAULT_LANGUAGE.into(),
                                 history: Vec::new(),
@@ -595,7 +595,7 @@ impl Provider {
             .await
             .map_err(reasoner_error)?;
         let verdict = evaluation.verdict();
-        if let parley_negotiator::Evaluation::Accept { mapping } = evaluation {
+        if let parley_reasoner::Evaluation::Accept { mapping } = evaluation {
             turn.mapping = Some(mapping);
         }
         Ok(verdict)
@@ -608,7 +608,7 @@ impl Provider {
     async fn build_handler(
         &self,
         text: &str,
-        mapping: Option<parley_negotiator::Mapping>,
+        mapping: Option<parley_reasoner::Mapping>,
         previous: Option<(GeneratedHandler, String)>,
         st: &mut Stored,
     ) -> Result<Built, ApiError> {
@@ -789,7 +789,7 @@ impl Provider {
 
     /// Runs proposed test cases against the current handler.
     async fn evaluate_test_cases(&self, st: &mut Stored, text: &str) -> Result<Verdict, ApiError> {
-        let cases = match parley_negotiator::parse_test_cases(text) {
+        let cases = match parley_anp::parse_test_cases(text) {
             Ok(c) if !c.is_empty() => c,
             Ok(_) => {
                 return Ok(Verdict::Reject {
@@ -1004,7 +1004,7 @@ fn is_violation(e: &NegotiationError) -> bool {
 
 /// Failures of the model itself (unreachable, or an unusable answer) go to the caller as
 /// errors; they are never turned into a proposal or a failed code generation for the peer.
-fn reasoner_error(e: parley_negotiator::ProtocolReasonerError) -> ApiError {
+fn reasoner_error(e: parley_reasoner::ProtocolReasonerError) -> ApiError {
     ApiError::Reasoner {
         code: e.code().to_owned(),
         message: e.to_string(),
@@ -1062,10 +1062,8 @@ mod tests {
             Provider::new(
                 store.clone(),
                 capabilities.clone(),
-                Arc::new(parley_negotiator::BuiltinProtocolReasoner),
-                Arc::new(parley_negotiator::BuiltinReasoner::new(
-                    capabilities.clone(),
-                )),
+                Arc::new(parley_reasoner::BuiltinProtocolReasoner),
+                Arc::new(parley_reasoner::BuiltinReasoner::new(capabilities.clone())),
                 sandbox.clone(),
                 NegotiationLimits {
                     compiled_handlers,
@@ -1073,7 +1071,7 @@ mod tests {
                 },
             )
         };
-        let generated = parley_negotiator::BuiltinProtocolReasoner
+        let generated = parley_reasoner::BuiltinProtocolReasoner
             .generate_sync(&doc, &CapabilitySpec::all(&capabilities), None)
             .expect("the built-in handler");
         let mapping = generated.compiled.clone().expect("a compiled form");

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use parley_negotiator::{
+use parley_anp::{
     MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash, RequesterSession, SessionConfig,
     Step, Verdict,
 };
@@ -26,7 +26,7 @@ pub enum RequesterError {
     #[error(transparent)]
     Store(#[from] parley_store::StoreError),
     #[error("the protocol text is not a usable protocol document: {0}")]
-    Protocol(#[from] parley_negotiator::ProtocolError),
+    Protocol(#[from] parley_anp::ProtocolError),
     #[error(
         "the peer does not speak the meta-protocol (it answered without meta-protocol messages); talk to it in natural language instead"
     )]
@@ -137,7 +137,7 @@ impl Requester {
         text: &str,
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let all = parley_negotiator::anp::capability::ALL.map(str::to_owned);
+        let all = parley_anp::anp::capability::ALL.map(str::to_owned);
         self.negotiate_with(url, text, &all, progress).await
     }
 
@@ -262,7 +262,7 @@ impl Requester {
                 }
                 Step::FixError { description } => {
                     // The provider says our expectation is wrong; we hold to the agreed text.
-                    step = session.fix_evaluated(parley_negotiator::FixVerdict::Decline {
+                    step = session.fix_evaluated(parley_anp::FixVerdict::Decline {
                         reason: format!("the requester keeps its expectation: {description}"),
                     });
                     continue;

@@ -7,19 +7,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parley_anp::{ProtocolDoc, Verdict};
 use parley_capabilities::Capabilities;
-use parley_negotiator::testing::{RecordedRequest, ScriptedOpenAi, ScriptedReply};
-use parley_negotiator::{
+use parley_reasoner::testing::{RecordedRequest, ScriptedOpenAi, ScriptedReply};
+use parley_reasoner::{
     BuiltinProtocolReasoner, CapabilitySpec, Evaluation, GeneratedHandler, HybridProtocolReasoner,
-    ModelAnswerError, OpenAiConfig, OpenAiProtocolReasoner, ProtocolDoc, ProtocolReasoner,
-    ProtocolReasonerError, ReasonerConfig, ReasonerError, Verdict, build_protocol_reasoner,
+    ModelAnswerError, OpenAiConfig, OpenAiProtocolReasoner, ProtocolReasoner,
+    ProtocolReasonerError, ReasonerConfig, ReasonerError, build_protocol_reasoner,
 };
 use serde_json::{Value, json};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the crate lives in the workspace")
+        .ancestors()
+        .nth(2)
+        .expect("the crate lives in the workspace, at negotiator/reasoner")
         .to_path_buf()
 }
 
@@ -621,7 +623,7 @@ async fn test_case_review() {
     let Verdict::Counter { text, summary } = verdict else {
         panic!("expected a counter, got {verdict:?}");
     };
-    let cases = parley_negotiator::parse_test_cases(&text).expect("the counter parses");
+    let cases = parley_anp::parse_test_cases(&text).expect("the counter parses");
     assert_eq!(cases.len(), 1);
     assert_eq!(cases[0].expected_response["cost"], json!(1299.99));
     assert!(summary.contains("1299.99"));

@@ -1,7 +1,7 @@
 //! Meta-protocol messages round-trip exactly as seed 002 spells them, and no input panics the parser.
 
-use parley_negotiator::ProtocolHash;
-use parley_negotiator::anp::{
+use parley_anp::ProtocolHash;
+use parley_anp::anp::{
     CodeGenerationStatus, MetaMessage, MetaProtocolInfo, NegotiationStatus, NlMessageType,
 };
 use proptest::prelude::*;

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! # async fn demo() {
-//! use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
+//! use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 //! let server = ScriptedOpenAi::start().await;
 //! server.push(ScriptedReply::tool_call("getProductInfo", serde_json::json!({"productId": "P12345"})));
 //! server.push(ScriptedReply::text("The laptop costs 1299.99 USD."));

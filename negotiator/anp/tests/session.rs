@@ -2,9 +2,9 @@
 
 use std::collections::HashSet;
 
-use parley_negotiator::anp::{CodeGenerationStatus, MetaMessage, NegotiationStatus};
-use parley_negotiator::session::Side;
-use parley_negotiator::{
+use parley_anp::anp::{CodeGenerationStatus, MetaMessage, NegotiationStatus};
+use parley_anp::session::Side;
+use parley_anp::{
     FixVerdict, NegotiationError, ProtocolHash, ProviderSession, RequesterSession, SessionConfig,
     Step, Verdict,
 };
@@ -480,7 +480,7 @@ fn natural_language_does_not_disturb_the_sequence() {
     let mut r = RequesterSession::new(SessionConfig::default());
     expect_send(r.start("A"));
     let nl = MetaMessage::natural_language(
-        parley_negotiator::anp::NlMessageType::Request,
+        parley_anp::anp::NlMessageType::Request,
         "0123456789abcdef",
         "what currencies?",
     );

@@ -1,7 +1,8 @@
 //! Property tests of the built-in protocol reasoner over random protocols: it never panics, it
 //! only counter-proposes texts it accepts itself, and whatever it accepts it can generate.
 
-use parley_negotiator::{BuiltinProtocolReasoner, CapabilitySpec, Evaluation, ProtocolDoc};
+use parley_anp::ProtocolDoc;
+use parley_reasoner::{BuiltinProtocolReasoner, CapabilitySpec, Evaluation};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

@@ -37,7 +37,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::ProtocolDoc;
+use parley_anp::protocol::ProtocolDoc;
 
 /// What the built-in reasoner knows about one capability: the declaration, no binding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,15 +1,15 @@
 //! Writing protocol documents: the requester's first draft and the provider's counter-proposals.
 //!
-//! Both produce the document shape [`crate::protocol`] reads, with schemas and test cases in
+//! Both produce the document shape [`parley_anp::protocol`] reads, with schemas and test cases in
 //! ```` ```json ```` fences, so every text Parley writes parses back into a [`ProtocolDoc`]
 //! (tested).
 //!
-//! [`ProtocolDoc`]: crate::protocol::ProtocolDoc
+//! [`ProtocolDoc`]: parley_anp::protocol::ProtocolDoc
 
 use serde_json::{Value, json};
 
 use crate::mapping::{CaseStyle, json_types, object, properties, required};
-use crate::protocol::{MatchMode, TestCase};
+use parley_anp::protocol::{MatchMode, TestCase};
 
 /// The parts of a protocol document.
 #[derive(Debug, Clone, PartialEq)]

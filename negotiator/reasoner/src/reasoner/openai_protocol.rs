@@ -52,11 +52,11 @@ use serde_json::{Map, Value};
 use super::openai::{ChatClient, system, user};
 use super::{OpenAiConfig, ReasonerError};
 use crate::mapping::{CapabilitySpec, Mapping, StatusCodes};
-use crate::protocol::{ProtocolDoc, parse_test_cases};
 use crate::protocol_reasoner::{
     Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
 };
-use crate::session::Verdict;
+use parley_anp::protocol::{ProtocolDoc, parse_test_cases};
+use parley_anp::session::Verdict;
 
 /// A language model's answer that cannot be used. [`code`](Self::code) is stable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,12 +1,12 @@
 //! Protocol documents: sections, schemas, test cases, validation errors, hashing.
 
-use parley_negotiator::{MatchMode, ProtocolDoc, ProtocolError, ProtocolHash, SchemaRole};
+use parley_anp::{MatchMode, ProtocolDoc, ProtocolError, ProtocolHash, SchemaRole};
 use serde_json::json;
 
 fn example() -> String {
     std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../examples/protocols/product-info.md"
+        "/../../examples/protocols/product-info.md"
     ))
     .expect("the example protocol ships with the repository")
 }

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_capabilities::Capabilities;
-use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
-use parley_negotiator::{
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
+use parley_reasoner::{
     ApiKey, NlRequest, OpenAiConfig, Reasoner, ReasonerConfig, ReasonerError, Turn, build,
 };
 use serde_json::{Value, json};
 
 fn capabilities() -> Arc<Capabilities> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/capabilities.toml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/capabilities.toml");
     Arc::new(Capabilities::load(&path, |_| None).expect("the example capabilities load"))
 }
 
@@ -22,7 +22,7 @@ fn builtin() -> Arc<dyn Reasoner> {
 }
 
 /// The built-in reasoner's answer to one English message.
-async fn ask(reasoner: &Arc<dyn Reasoner>, text: &str) -> parley_negotiator::NlAnswer {
+async fn ask(reasoner: &Arc<dyn Reasoner>, text: &str) -> parley_reasoner::NlAnswer {
     reasoner
         .answer(NlRequest::english(text))
         .await

@@ -1,6 +1,6 @@
 //! [`ProtocolReasoner`]: the reasoning the meta-protocol needs, behind one trait.
 //!
-//! The session state machines ([`crate::session`]) decide *when* to evaluate, generate or fix;
+//! The session state machines ([`parley_anp::session`]) decide *when* to evaluate, generate or fix;
 //! a `ProtocolReasoner` decides *what*: whether a protocol text can be served with the
 //! operator's capabilities, what to counter-propose, the handler source, the requester's
 //! first draft. Inputs and outputs are text and JSON so a language-model backend can implement
@@ -23,9 +23,9 @@ use serde_json::Value;
 use crate::draft::{self, DEFAULT_ERROR_HANDLING, DocParts};
 use crate::handler_gen;
 use crate::mapping::{self, CapabilitySpec, CaseStyle, Gap, Mapping, key, properties};
-use crate::protocol::{ProtocolDoc, ProtocolError, TestCase, parse_test_cases};
 use crate::reasoner::ReasonerError;
-use crate::session::Verdict;
+use parley_anp::protocol::{ProtocolDoc, ProtocolError, TestCase, parse_test_cases};
+use parley_anp::session::Verdict;
 
 /// The outcome of evaluating a protocol against the capabilities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,7 +152,7 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
     ) -> Result<GeneratedHandler, ProtocolReasonerError>;
 
     /// A new handler after `previous` failed verification or a peer's error report;
-    /// `failure` is the [`crate::verify::VerificationReport::failure_description`] or the
+    /// `failure` is the [`parley_anp::verify::VerificationReport::failure_description`] or the
     /// peer's `errorDescription`.
     async fn fix_handler(
         &self,

@@ -34,11 +34,11 @@ use serde_json::Value;
 
 use super::{OpenAiProtocolReasoner, ReasonerConfig, ReasonerError};
 use crate::mapping::{CapabilitySpec, Mapping};
-use crate::protocol::ProtocolDoc;
 use crate::protocol_reasoner::{
     BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
 };
-use crate::session::Verdict;
+use parley_anp::protocol::ProtocolDoc;
+use parley_anp::session::Verdict;
 
 /// Built-in first, `model` when the built-in backend cannot decide. See the module docs.
 #[derive(Debug, Clone)]
