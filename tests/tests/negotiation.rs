@@ -399,7 +399,8 @@ async fn each_negotiation_s_transcript_opens_with_the_hello_before_it() {
     let text = product_protocol();
     let hello = |tag: &str| {
         let mut hello =
-            MetaMessage::source_hello(parley_anp::anp::MetaProtocolInfo::parley([])).to_value();
+            MetaMessage::source_hello(parley_anp::messages::MetaProtocolInfo::parley([]))
+                .to_value();
         hello["sessionId"] = json!(tag);
         hello
     };
@@ -471,7 +472,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     let right = parley_reasoner::BuiltinProtocolReasoner
         .generate_sync(
             &doc,
-            &parley_reasoner::CapabilitySpec::all(&capabilities),
+            &parley_reasoner::DeclaredCapability::all(&capabilities),
             None,
         )
         .expect("built-in handler");

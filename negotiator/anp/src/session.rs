@@ -52,11 +52,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::anp::{
-    CodeGenerationStatus, FixErrorNegotiation, MetaMessage, NaturalLanguageNegotiation,
-    NegotiationStatus, ProtocolNegotiation, TestCasesNegotiation,
-};
 use crate::hash::ProtocolHash;
+use crate::messages::{
+    CodeGenerationStatus, FixErrorNegotiation, MetaMessage, MetaStatus, NaturalLanguageNegotiation,
+    ProtocolNegotiation, TestCasesNegotiation,
+};
 
 /// Limits of one session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +74,7 @@ impl Default for SessionConfig {
 /// Which side of the negotiation a session plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Role {
+pub enum SessionRole {
     /// Proposes first (sequenceId 0).
     Requester,
     /// Answers proposals against its capabilities.
@@ -225,7 +225,7 @@ pub enum Step {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "camelCase")]
-enum Phase {
+enum SessionPhase {
     /// Requester before `start`.
     Idle,
     /// Waiting for the peer's next `protocolNegotiation`.
@@ -267,9 +267,9 @@ struct After {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Core {
-    role: Role,
+    role: SessionRole,
     config: SessionConfig,
-    phase: Phase,
+    phase: SessionPhase,
     /// The last sequenceId sent or received.
     last_seq: Option<u64>,
     /// Protocol proposals so far, both sides.
@@ -281,13 +281,13 @@ struct Core {
 }
 
 impl Core {
-    fn new(role: Role, config: SessionConfig) -> Self {
+    fn new(role: SessionRole, config: SessionConfig) -> Self {
         Self {
             role,
             config,
             phase: match role {
-                Role::Requester => Phase::Idle,
-                Role::Provider => Phase::Negotiating,
+                SessionRole::Requester => SessionPhase::Idle,
+                SessionRole::Provider => SessionPhase::Negotiating,
             },
             last_seq: None,
             proposals: 0,
@@ -300,7 +300,7 @@ impl Core {
     fn is_negotiating(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Idle | Phase::Negotiating | Phase::Evaluating { .. }
+            SessionPhase::Idle | SessionPhase::Negotiating | SessionPhase::Evaluating { .. }
         )
     }
 
@@ -312,14 +312,14 @@ impl Core {
 
     /// Ends the session. During protocol negotiation the peer is told with `rejected`.
     fn fail(&mut self, reason: NegotiationError) -> Step {
-        let send = if self.is_negotiating() && !matches!(self.phase, Phase::Idle) {
+        let send = if self.is_negotiating() && !matches!(self.phase, SessionPhase::Idle) {
             let seq = self.next_seq();
             self.last_seq = Some(seq);
             Some(MetaMessage::protocol_negotiation(
                 seq,
                 "",
                 Some(reason.to_string()),
-                NegotiationStatus::Rejected,
+                MetaStatus::Rejected,
             ))
         } else {
             None
@@ -329,36 +329,36 @@ impl Core {
 
     fn close_quietly(&mut self, reason: NegotiationError, send: Option<MetaMessage>) -> Step {
         tracing::debug!(code = reason.code(), "negotiator.session ended");
-        self.phase = Phase::Closed {
+        self.phase = SessionPhase::Closed {
             code: reason.code().to_owned(),
         };
         Step::Rejected { reason, send }
     }
 
     fn closed(&self) -> bool {
-        matches!(self.phase, Phase::Closed { .. })
+        matches!(self.phase, SessionPhase::Closed { .. })
     }
 
     // --- local actions ----------------------------------------------------------------------
 
     fn start(&mut self, text: String) -> Step {
-        if self.phase != Phase::Idle {
+        if self.phase != SessionPhase::Idle {
             return self.misuse("start() called on a session that already started");
         }
         self.proposals = 1;
         self.last_seq = Some(0);
-        self.phase = Phase::Negotiating;
+        self.phase = SessionPhase::Negotiating;
         self.our_proposal = Some(text.clone());
         Step::Send(MetaMessage::protocol_negotiation(
             0,
             text,
             None,
-            NegotiationStatus::Negotiating,
+            MetaStatus::Negotiating,
         ))
     }
 
     fn evaluated(&mut self, hash: &ProtocolHash, verdict: Verdict) -> Step {
-        let Phase::Evaluating {
+        let SessionPhase::Evaluating {
             text,
             hash: pending,
         } = &self.phase
@@ -382,7 +382,7 @@ impl Core {
                         seq,
                         text,
                         None,
-                        NegotiationStatus::Accepted,
+                        MetaStatus::Accepted,
                     )),
                 }
             }
@@ -392,22 +392,22 @@ impl Core {
                     return self.misuse("a counter-proposal must carry the full protocol text");
                 }
                 if let Err(e) = next_round(&mut self.proposals, self.config.max_rounds) {
-                    self.phase = Phase::Negotiating;
+                    self.phase = SessionPhase::Negotiating;
                     return self.fail(e);
                 }
                 let seq = self.next_seq();
                 self.last_seq = Some(seq);
                 self.our_proposal = Some(text.clone());
-                self.phase = Phase::Negotiating;
+                self.phase = SessionPhase::Negotiating;
                 Step::Send(MetaMessage::protocol_negotiation(
                     seq,
                     text,
                     Some(summary),
-                    NegotiationStatus::Negotiating,
+                    MetaStatus::Negotiating,
                 ))
             }
             Verdict::Reject { reason } => {
-                self.phase = Phase::Negotiating;
+                self.phase = SessionPhase::Negotiating;
                 self.fail(NegotiationError::Declined { reason })
             }
         }
@@ -415,21 +415,21 @@ impl Core {
 
     fn agree(&mut self, hash: ProtocolHash, text: String) {
         self.agreed = Some((hash, text));
-        self.phase = Phase::Generating {
+        self.phase = SessionPhase::Generating {
             local: false,
             peer: false,
         };
     }
 
     fn code_generated(&mut self, result: Result<(), String>) -> Step {
-        let Phase::Generating { local: false, peer } = self.phase else {
+        let SessionPhase::Generating { local: false, peer } = self.phase else {
             return self.misuse("code_generated() called while no code generation was due");
         };
         match result {
             Ok(()) => {
                 let msg = MetaMessage::code_generation(CodeGenerationStatus::Generated);
                 if peer {
-                    self.phase = Phase::Ready;
+                    self.phase = SessionPhase::Ready;
                     match &self.agreed {
                         Some((hash, _)) => Step::Ready {
                             hash: *hash,
@@ -438,7 +438,7 @@ impl Core {
                         None => self.misuse("no agreed protocol"),
                     }
                 } else {
-                    self.phase = Phase::Generating { local: true, peer };
+                    self.phase = SessionPhase::Generating { local: true, peer };
                     Step::Send(msg)
                 }
             }
@@ -468,7 +468,7 @@ impl Core {
                     send: Some(MetaMessage::test_cases_negotiation(
                         text,
                         None,
-                        NegotiationStatus::Accepted,
+                        MetaStatus::Accepted,
                     )),
                 }
             }
@@ -484,7 +484,7 @@ impl Core {
                 Step::Send(MetaMessage::test_cases_negotiation(
                     text,
                     Some(summary),
-                    NegotiationStatus::Negotiating,
+                    MetaStatus::Negotiating,
                 ))
             }
             Verdict::Reject { reason } => {
@@ -492,7 +492,7 @@ impl Core {
                 Step::Send(MetaMessage::test_cases_negotiation(
                     "",
                     Some(reason),
-                    NegotiationStatus::Rejected,
+                    MetaStatus::Rejected,
                 ))
             }
         }
@@ -513,7 +513,7 @@ impl Core {
         Step::Send(MetaMessage::test_cases_negotiation(
             text,
             None,
-            NegotiationStatus::Negotiating,
+            MetaStatus::Negotiating,
         ))
     }
 
@@ -530,7 +530,7 @@ impl Core {
         self.after.fix_outstanding = true;
         Step::Send(MetaMessage::fix_error_negotiation(
             description,
-            NegotiationStatus::Negotiating,
+            MetaStatus::Negotiating,
         ))
     }
 
@@ -541,21 +541,21 @@ impl Core {
         match verdict {
             FixVerdict::Fix => {
                 let peer = match self.phase {
-                    Phase::Generating { peer, .. } => peer,
+                    SessionPhase::Generating { peer, .. } => peer,
                     _ => true,
                 };
-                self.phase = Phase::Generating { local: false, peer };
+                self.phase = SessionPhase::Generating { local: false, peer };
                 Step::Regenerate {
                     description: description.clone(),
                     send: Some(MetaMessage::fix_error_negotiation(
                         description,
-                        NegotiationStatus::Accepted,
+                        MetaStatus::Accepted,
                     )),
                 }
             }
             FixVerdict::Decline { reason } => Step::Send(MetaMessage::fix_error_negotiation(
                 reason,
-                NegotiationStatus::Rejected,
+                MetaStatus::Rejected,
             )),
         }
     }
@@ -568,26 +568,23 @@ impl Core {
                 send: None,
             };
         }
-        let send = if self.is_negotiating() && self.phase != Phase::Idle {
+        let send = if self.is_negotiating() && self.phase != SessionPhase::Idle {
             let seq = self.next_seq();
             self.last_seq = Some(seq);
             Some(MetaMessage::protocol_negotiation(
                 seq,
                 "",
                 None,
-                NegotiationStatus::Timeout,
+                MetaStatus::Timeout,
             ))
         } else if self.after.our_test_cases.is_some() {
             Some(MetaMessage::test_cases_negotiation(
                 "",
                 None,
-                NegotiationStatus::Timeout,
+                MetaStatus::Timeout,
             ))
         } else if self.after.fix_outstanding {
-            Some(MetaMessage::fix_error_negotiation(
-                "",
-                NegotiationStatus::Timeout,
-            ))
+            Some(MetaMessage::fix_error_negotiation("", MetaStatus::Timeout))
         } else {
             None
         };
@@ -607,7 +604,10 @@ impl Core {
     }
 
     fn agreed_phase(&self) -> bool {
-        matches!(self.phase, Phase::Generating { .. } | Phase::Ready)
+        matches!(
+            self.phase,
+            SessionPhase::Generating { .. } | SessionPhase::Ready
+        )
     }
 
     // --- peer messages ------------------------------------------------------------------------
@@ -673,13 +673,13 @@ impl Core {
 
     fn on_protocol(&mut self, m: ProtocolNegotiation) -> Step {
         match self.phase {
-            Phase::Negotiating => {}
-            Phase::Idle => {
+            SessionPhase::Negotiating => {}
+            SessionPhase::Idle => {
                 return self.fail(NegotiationError::OutOfTurn {
                     message: "protocolNegotiation before this side proposed".into(),
                 });
             }
-            Phase::Evaluating { .. } => {
+            SessionPhase::Evaluating { .. } => {
                 return self.fail(NegotiationError::OutOfTurn {
                     message: "protocolNegotiation while this side still owes an answer".into(),
                 });
@@ -688,10 +688,10 @@ impl Core {
                 // After agreement the only legal ones are a terminal status from a peer that
                 // changed its mind, which we honour as a rejection.
                 return match m.status {
-                    NegotiationStatus::Timeout => {
+                    MetaStatus::Timeout => {
                         self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
                     }
-                    NegotiationStatus::Rejected => self.close_quietly(
+                    MetaStatus::Rejected => self.close_quietly(
                         NegotiationError::PeerRejected {
                             reason: m.modification_summary,
                         },
@@ -708,19 +708,19 @@ impl Core {
         }
         self.last_seq = Some(m.sequence_id);
         match m.status {
-            NegotiationStatus::Negotiating => {
+            MetaStatus::Negotiating => {
                 if let Err(e) = next_round(&mut self.proposals, self.config.max_rounds) {
                     return self.fail(e);
                 }
                 let text = m.candidate_protocols;
                 let hash = ProtocolHash::of(&text);
-                self.phase = Phase::Evaluating {
+                self.phase = SessionPhase::Evaluating {
                     text: text.clone(),
                     hash,
                 };
                 Step::Evaluate { text, hash }
             }
-            NegotiationStatus::Accepted => {
+            MetaStatus::Accepted => {
                 let ours = self.our_proposal.clone();
                 let named = (!m.candidate_protocols.is_empty())
                     .then(|| ProtocolHash::of(&m.candidate_protocols));
@@ -737,20 +737,20 @@ impl Core {
                     _ => self.fail(NegotiationError::UnevaluatedAcceptance { hash: named }),
                 }
             }
-            NegotiationStatus::Rejected => self.close_quietly(
+            MetaStatus::Rejected => self.close_quietly(
                 NegotiationError::PeerRejected {
                     reason: m.modification_summary.filter(|s| !s.trim().is_empty()),
                 },
                 None,
             ),
-            NegotiationStatus::Timeout => {
+            MetaStatus::Timeout => {
                 self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
             }
         }
     }
 
     fn on_code_generation(&mut self, status: CodeGenerationStatus) -> Step {
-        let Phase::Generating { local, peer } = self.phase else {
+        let SessionPhase::Generating { local, peer } = self.phase else {
             return self.fail(NegotiationError::OutOfTurn {
                 message:
                     "codeGeneration before a protocol was agreed, or after both sides generated"
@@ -772,7 +772,7 @@ impl Core {
             });
         }
         if local {
-            self.phase = Phase::Ready;
+            self.phase = SessionPhase::Ready;
             match &self.agreed {
                 Some((hash, _)) => Step::Ready {
                     hash: *hash,
@@ -781,7 +781,7 @@ impl Core {
                 None => self.misuse("no agreed protocol"),
             }
         } else {
-            self.phase = Phase::Generating { local, peer: true };
+            self.phase = SessionPhase::Generating { local, peer: true };
             Step::Wait
         }
     }
@@ -798,7 +798,7 @@ impl Core {
             });
         }
         match m.status {
-            NegotiationStatus::Negotiating => {
+            MetaStatus::Negotiating => {
                 if let Err(e) = next_round(&mut self.after.test_case_rounds, self.config.max_rounds)
                 {
                     return self.fail(e);
@@ -809,7 +809,7 @@ impl Core {
                     test_cases: m.test_cases,
                 }
             }
-            NegotiationStatus::Accepted => {
+            MetaStatus::Accepted => {
                 let named = (!m.test_cases.is_empty()).then(|| ProtocolHash::of(&m.test_cases));
                 match self.after.our_test_cases.take() {
                     Some(text) if named.is_none_or(|h| h.matches(&text)) => {
@@ -822,7 +822,7 @@ impl Core {
                     _ => self.fail(NegotiationError::UnevaluatedAcceptance { hash: named }),
                 }
             }
-            NegotiationStatus::Rejected => {
+            MetaStatus::Rejected => {
                 if self.after.our_test_cases.take().is_none() {
                     return self.fail(NegotiationError::OutOfTurn {
                         message: "test cases rejected, but none were proposed".into(),
@@ -832,7 +832,7 @@ impl Core {
                     reason: m.modification_summary.filter(|s| !s.trim().is_empty()),
                 }
             }
-            NegotiationStatus::Timeout => {
+            MetaStatus::Timeout => {
                 self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
             }
         }
@@ -845,7 +845,7 @@ impl Core {
             });
         }
         match m.status {
-            NegotiationStatus::Negotiating => {
+            MetaStatus::Negotiating => {
                 if self.after.pending_fix.is_some() {
                     return self.fail(NegotiationError::OutOfTurn {
                         message: "a second error report while this side still owes an answer"
@@ -862,7 +862,7 @@ impl Core {
                     description: m.error_description,
                 }
             }
-            NegotiationStatus::Accepted => {
+            MetaStatus::Accepted => {
                 if !self.after.fix_outstanding {
                     return self.fail(NegotiationError::OutOfTurn {
                         message: "an error fix was accepted, but no error was reported".into(),
@@ -871,13 +871,13 @@ impl Core {
                 self.after.fix_outstanding = false;
                 // The peer regenerates its code and will send codeGeneration again.
                 let local = match self.phase {
-                    Phase::Generating { local, .. } => local,
+                    SessionPhase::Generating { local, .. } => local,
                     _ => true,
                 };
-                self.phase = Phase::Generating { local, peer: false };
+                self.phase = SessionPhase::Generating { local, peer: false };
                 Step::Wait
             }
-            NegotiationStatus::Rejected => {
+            MetaStatus::Rejected => {
                 if !self.after.fix_outstanding {
                     return self.fail(NegotiationError::OutOfTurn {
                         message: "an error fix was rejected, but no error was reported".into(),
@@ -888,7 +888,7 @@ impl Core {
                     reason: m.error_description,
                 }
             }
-            NegotiationStatus::Timeout => {
+            MetaStatus::Timeout => {
                 self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
             }
         }
@@ -962,13 +962,13 @@ macro_rules! session_common {
 
             /// True once both sides reported generated code.
             pub fn is_ready(&self) -> bool {
-                self.0.phase == Phase::Ready
+                self.0.phase == SessionPhase::Ready
             }
 
             /// The stable code of the error that closed the session.
             pub fn closed_code(&self) -> Option<&str> {
                 match &self.0.phase {
-                    Phase::Closed { code } => Some(code),
+                    SessionPhase::Closed { code } => Some(code),
                     _ => None,
                 }
             }
@@ -996,7 +996,7 @@ pub struct ProviderSession(Core);
 
 impl ProviderSession {
     pub fn new(config: SessionConfig) -> Self {
-        Self(Core::new(Role::Provider, config))
+        Self(Core::new(SessionRole::Provider, config))
     }
 }
 
@@ -1006,7 +1006,7 @@ pub struct RequesterSession(Core);
 
 impl RequesterSession {
     pub fn new(config: SessionConfig) -> Self {
-        Self(Core::new(Role::Requester, config))
+        Self(Core::new(SessionRole::Requester, config))
     }
 
     /// Sends the first proposal (sequenceId 0). The text counts as evaluated by this side.
@@ -1029,7 +1029,7 @@ mod tests {
     use super::*;
 
     fn proposal(seq: u64, text: &str) -> MetaMessage {
-        MetaMessage::protocol_negotiation(seq, text, None, NegotiationStatus::Negotiating)
+        MetaMessage::protocol_negotiation(seq, text, None, MetaStatus::Negotiating)
     }
 
     #[test]
@@ -1046,7 +1046,7 @@ mod tests {
         let Some(MetaMessage::ProtocolNegotiation(m)) = send else {
             panic!("expected a protocolNegotiation");
         };
-        assert_eq!((m.sequence_id, m.status), (1, NegotiationStatus::Accepted));
+        assert_eq!((m.sequence_id, m.status), (1, MetaStatus::Accepted));
     }
 
     #[test]

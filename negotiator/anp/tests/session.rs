@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use parley_anp::anp::{CodeGenerationStatus, MetaMessage, NegotiationStatus};
+use parley_anp::messages::{CodeGenerationStatus, MetaMessage, MetaStatus};
 use parley_anp::session::Side;
 use parley_anp::{
     FixVerdict, NegotiationError, ProtocolHash, ProviderSession, RequesterSession, SessionConfig,
@@ -11,12 +11,12 @@ use parley_anp::{
 use proptest::prelude::*;
 use serde_json::json;
 
-fn pn(seq: u64, text: &str, status: NegotiationStatus) -> MetaMessage {
+fn pn(seq: u64, text: &str, status: MetaStatus) -> MetaMessage {
     MetaMessage::protocol_negotiation(seq, text, None, status)
 }
 
 fn negotiating(seq: u64, text: &str) -> MetaMessage {
-    pn(seq, text, NegotiationStatus::Negotiating)
+    pn(seq, text, MetaStatus::Negotiating)
 }
 
 fn provider() -> ProviderSession {
@@ -135,7 +135,7 @@ fn wrong_sequence_ids_are_rejected() {
     let send = expect_rejected(p.receive(negotiating(2, "A")), "sequence_error");
     assert!(matches!(
         send,
-        Some(MetaMessage::ProtocolNegotiation(ref m)) if m.status == NegotiationStatus::Rejected
+        Some(MetaMessage::ProtocolNegotiation(ref m)) if m.status == MetaStatus::Rejected
     ));
     assert!(p.is_closed());
     assert_eq!(p.closed_code(), Some("sequence_error"));
@@ -215,7 +215,7 @@ fn acceptance_needs_local_evaluation_of_the_exact_text() {
     // A first message already marked accepted is never accepted.
     let mut p = provider();
     let send = expect_rejected(
-        p.receive(pn(0, "A", NegotiationStatus::Accepted)),
+        p.receive(pn(0, "A", MetaStatus::Accepted)),
         "unevaluated_acceptance",
     );
     assert!(send.is_some());
@@ -225,7 +225,7 @@ fn acceptance_needs_local_evaluation_of_the_exact_text() {
     let mut r = RequesterSession::new(SessionConfig::default());
     expect_send(r.start("A"));
     expect_rejected(
-        r.receive(pn(1, "A, slightly different", NegotiationStatus::Accepted)),
+        r.receive(pn(1, "A, slightly different", MetaStatus::Accepted)),
         "unevaluated_acceptance",
     );
 
@@ -248,14 +248,14 @@ fn acceptance_needs_local_evaluation_of_the_exact_text() {
         },
     ));
     expect_rejected(
-        p.receive(pn(4, "B", NegotiationStatus::Accepted)),
+        p.receive(pn(4, "B", MetaStatus::Accepted)),
         "unevaluated_acceptance",
     );
 
     // An empty candidateProtocols with `accepted` means our last proposal.
     let mut r = RequesterSession::new(SessionConfig::default());
     expect_send(r.start("A"));
-    let Step::Accepted { text, .. } = r.receive(pn(1, "", NegotiationStatus::Accepted)) else {
+    let Step::Accepted { text, .. } = r.receive(pn(1, "", MetaStatus::Accepted)) else {
         panic!("accepted");
     };
     assert_eq!(text, "A");
@@ -282,7 +282,7 @@ fn every_status_is_handled() {
             summary: "s".into(),
         },
     ));
-    let Step::Rejected { reason, send } = p.receive(pn(2, "", NegotiationStatus::Timeout)) else {
+    let Step::Rejected { reason, send } = p.receive(pn(2, "", MetaStatus::Timeout)) else {
         panic!("rejected");
     };
     assert_eq!(reason, NegotiationError::Timeout { by: Side::Peer });
@@ -295,7 +295,7 @@ fn every_status_is_handled() {
         1,
         "",
         Some("we sell no such thing".into()),
-        NegotiationStatus::Rejected,
+        MetaStatus::Rejected,
     );
     let Step::Rejected { reason, .. } = r.receive(rejected) else {
         panic!("rejected");
@@ -309,7 +309,7 @@ fn every_status_is_handled() {
     let send = expect_rejected(r.timeout(), "timeout");
     assert!(matches!(
         send,
-        Some(MetaMessage::ProtocolNegotiation(ref m)) if m.status == NegotiationStatus::Timeout && m.sequence_id == 1
+        Some(MetaMessage::ProtocolNegotiation(ref m)) if m.status == MetaStatus::Timeout && m.sequence_id == 1
     ));
 
     // Local rejection.
@@ -326,7 +326,7 @@ fn every_status_is_handled() {
     );
     assert!(matches!(
         send,
-        Some(MetaMessage::ProtocolNegotiation(ref m)) if m.status == NegotiationStatus::Rejected && m.sequence_id == 1
+        Some(MetaMessage::ProtocolNegotiation(ref m)) if m.status == MetaStatus::Rejected && m.sequence_id == 1
     ));
 }
 
@@ -395,7 +395,7 @@ fn test_cases_and_error_fixing() {
     let step = p.receive(MetaMessage::test_cases_negotiation(
         "cases v1",
         None,
-        NegotiationStatus::Negotiating,
+        MetaStatus::Negotiating,
     ));
     assert_eq!(
         step,
@@ -410,7 +410,7 @@ fn test_cases_and_error_fixing() {
     let step = p.receive(MetaMessage::test_cases_negotiation(
         "cases v2",
         None,
-        NegotiationStatus::Accepted,
+        MetaStatus::Accepted,
     ));
     assert!(
         matches!(step, Step::TestCasesAgreed { ref test_cases, send: None } if test_cases == "cases v2")
@@ -423,7 +423,7 @@ fn test_cases_and_error_fixing() {
         q.receive(MetaMessage::test_cases_negotiation(
             "x",
             None,
-            NegotiationStatus::Accepted,
+            MetaStatus::Accepted,
         )),
         "unevaluated_acceptance",
     );
@@ -431,7 +431,7 @@ fn test_cases_and_error_fixing() {
     // The peer reports an error in our responses; we fix it and regenerate.
     let step = p.receive(MetaMessage::fix_error_negotiation(
         "status.code is missing",
-        NegotiationStatus::Negotiating,
+        MetaStatus::Negotiating,
     ));
     assert_eq!(
         step,
@@ -447,7 +447,7 @@ fn test_cases_and_error_fixing() {
     };
     assert_eq!(
         ack,
-        MetaMessage::fix_error_negotiation("status.code is missing", NegotiationStatus::Accepted)
+        MetaMessage::fix_error_negotiation("status.code is missing", MetaStatus::Accepted)
     );
     assert!(!p.is_ready());
     assert!(matches!(
@@ -459,7 +459,7 @@ fn test_cases_and_error_fixing() {
     expect_send(p.report_error("price is a string"));
     let step = p.receive(MetaMessage::fix_error_negotiation(
         "price is a number in our messages",
-        NegotiationStatus::Rejected,
+        MetaStatus::Rejected,
     ));
     assert!(matches!(step, Step::FixDeclined { .. }));
     assert!(p.is_ready());
@@ -467,10 +467,7 @@ fn test_cases_and_error_fixing() {
     // A fix timeout ends the session.
     expect_send(p.report_error("again"));
     expect_rejected(
-        p.receive(MetaMessage::fix_error_negotiation(
-            "",
-            NegotiationStatus::Timeout,
-        )),
+        p.receive(MetaMessage::fix_error_negotiation("", MetaStatus::Timeout)),
         "timeout",
     );
 }
@@ -480,7 +477,7 @@ fn natural_language_does_not_disturb_the_sequence() {
     let mut r = RequesterSession::new(SessionConfig::default());
     expect_send(r.start("A"));
     let nl = MetaMessage::natural_language(
-        parley_anp::anp::NlMessageType::Request,
+        parley_anp::messages::NlMessageType::Request,
         "0123456789abcdef",
         "what currencies?",
     );
@@ -508,12 +505,12 @@ enum Event {
 
 const TEXTS: [&str; 4] = ["A", "B", "C", ""];
 
-fn arb_status() -> impl Strategy<Value = NegotiationStatus> {
+fn arb_status() -> impl Strategy<Value = MetaStatus> {
     prop_oneof![
-        Just(NegotiationStatus::Negotiating),
-        Just(NegotiationStatus::Accepted),
-        Just(NegotiationStatus::Rejected),
-        Just(NegotiationStatus::Timeout),
+        Just(MetaStatus::Negotiating),
+        Just(MetaStatus::Accepted),
+        Just(MetaStatus::Rejected),
+        Just(MetaStatus::Timeout),
     ]
 }
 
@@ -648,7 +645,7 @@ fn drive(requester: bool, max_rounds: u32, events: Vec<Event>) {
                 accepted_once = true;
             }
             Step::Send(MetaMessage::ProtocolNegotiation(m))
-                if m.status == NegotiationStatus::Negotiating =>
+                if m.status == MetaStatus::Negotiating =>
             {
                 assert!(
                     !m.candidate_protocols.trim().is_empty(),

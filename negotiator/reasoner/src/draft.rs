@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::mapping::{CaseStyle, json_types, object, properties, required};
+use crate::planner::{CaseStyle, json_types, object, properties, required};
 use parley_anp::protocol::{MatchMode, TestCase};
 
 /// The parts of a protocol document.

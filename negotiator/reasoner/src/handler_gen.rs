@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::mapping::{Mapping, Source, StatusShape};
+use parley_mapping::{Mapping, Source, StatusShape};
 
 /// JavaScript source of a string/JSON literal.
 fn js(value: &Value) -> String {

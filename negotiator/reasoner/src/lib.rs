@@ -3,20 +3,24 @@
 
 pub mod draft;
 pub mod handler_gen;
-pub mod mapping;
+pub mod planner;
 pub mod protocol_reasoner;
 pub mod reasoner;
 /// Scripted OpenAI-compatible server for tests (feature `testing`, never in the shipped binary).
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use mapping::{CapabilitySpec, Mapping};
+/// The handler plan the planner produces: the crate `parley-mapping`, shared with the sandbox's
+/// mapping runtime.
+pub use parley_mapping as mapping;
+pub use parley_mapping::Mapping;
+pub use planner::DeclaredCapability;
 pub use protocol_reasoner::{
     BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
 };
 pub use reasoner::{
-    ApiKey, BuiltinReasoner, CapabilityCall, NlAnswer, NlRequest, OpenAiConfig, OpenAiReasoner,
-    Reasoner, ReasonerConfig, ReasonerError, Speaker, Turn, build,
+    ApiKey, BuiltinReasoner, CapabilityCall, DialogueTurn, NlAnswer, NlRequest, OpenAiConfig,
+    OpenAiReasoner, Reasoner, ReasonerConfig, ReasonerError, Speaker, build,
 };
 pub use reasoner::{
     HybridProtocolReasoner, ModelAnswerError, OpenAiProtocolReasoner, build_protocol_reasoner,

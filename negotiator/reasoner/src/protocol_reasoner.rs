@@ -8,7 +8,7 @@
 //! [`crate::mapping`], [`crate::handler_gen`] and [`crate::draft`].
 //!
 //! # Invariants (built-in backend)
-//! - `evaluate` accepts only when [`mapping::plan`] finds no blocking gap, and every
+//! - `evaluate` accepts only when [`planner::plan`] finds no blocking gap, and every
 //!   counter-proposal it returns is a text it would itself accept (checked by re-evaluating
 //!   it before returning; otherwise it rejects).
 //! - `generate_handler` only grants the one capability the mapping calls.
@@ -22,7 +22,9 @@ use serde_json::Value;
 
 use crate::draft::{self, DEFAULT_ERROR_HANDLING, DocParts};
 use crate::handler_gen;
-use crate::mapping::{self, CapabilitySpec, CaseStyle, Gap, Mapping, key, properties};
+use parley_mapping::Mapping;
+
+use crate::planner::{self, CaseStyle, DeclaredCapability, Gap, key, properties};
 use crate::reasoner::ReasonerError;
 use parley_anp::protocol::{ProtocolDoc, ProtocolError, TestCase, parse_test_cases};
 use parley_anp::session::Verdict;
@@ -139,7 +141,7 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
     async fn evaluate(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError>;
 
     /// Handler source for an agreed protocol. `mapping` is the one `evaluate` returned when it
@@ -147,7 +149,7 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
     async fn generate_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError>;
 
@@ -157,7 +159,7 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
     async fn fix_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         previous: &GeneratedHandler,
         failure: &str,
     ) -> Result<GeneratedHandler, ProtocolReasonerError>;
@@ -186,8 +188,12 @@ pub struct BuiltinProtocolReasoner;
 
 impl BuiltinProtocolReasoner {
     /// [`ProtocolReasoner::evaluate`], synchronously.
-    pub fn evaluate_sync(&self, doc: &ProtocolDoc, capabilities: &[CapabilitySpec]) -> Evaluation {
-        let Some(plan) = mapping::plan(doc, capabilities) else {
+    pub fn evaluate_sync(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+    ) -> Evaluation {
+        let Some(plan) = planner::plan(doc, capabilities) else {
             return Evaluation::Reject {
                 reason: "none of this provider's capabilities matches any field of the protocol's request or response".into(),
             };
@@ -220,7 +226,7 @@ impl BuiltinProtocolReasoner {
         // Only propose what we would accept ourselves.
         let serves = ProtocolDoc::parse(text.clone())
             .ok()
-            .and_then(|d| mapping::plan(&d, capabilities))
+            .and_then(|d| planner::plan(&d, capabilities))
             .is_some_and(|p| p.accepts());
         if serves && text != doc.text() {
             Evaluation::Counter { text, summary }
@@ -233,7 +239,7 @@ impl BuiltinProtocolReasoner {
     pub fn generate_sync(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         let mapping = match mapping {
@@ -265,7 +271,7 @@ impl ProtocolReasoner for BuiltinProtocolReasoner {
     async fn evaluate(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError> {
         Ok(self.evaluate_sync(doc, capabilities))
     }
@@ -273,7 +279,7 @@ impl ProtocolReasoner for BuiltinProtocolReasoner {
     async fn generate_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         self.generate_sync(doc, capabilities, mapping)
@@ -285,7 +291,7 @@ impl ProtocolReasoner for BuiltinProtocolReasoner {
     async fn fix_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         previous: &GeneratedHandler,
         failure: &str,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
@@ -353,7 +359,7 @@ impl ProtocolReasoner for BuiltinProtocolReasoner {
 /// `None` when nothing would change.
 fn counter_proposal(
     doc: &ProtocolDoc,
-    cap: &CapabilitySpec,
+    cap: &DeclaredCapability,
     gaps: &[Gap],
 ) -> Option<(String, String)> {
     let mut request = doc.request_schema().clone();

@@ -2,13 +2,13 @@
 //! only counter-proposes texts it accepts itself, and whatever it accepts it can generate.
 
 use parley_anp::ProtocolDoc;
-use parley_reasoner::{BuiltinProtocolReasoner, CapabilitySpec, Evaluation};
+use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability, Evaluation};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-fn capabilities() -> Vec<CapabilitySpec> {
+fn capabilities() -> Vec<DeclaredCapability> {
     vec![
-        CapabilitySpec {
+        DeclaredCapability {
             name: "getProductInfo".into(),
             description: "Product by id.".into(),
             input_schema: json!({"type": "object", "properties": {"productId": {"type": "string"}}, "required": ["productId"]}),
@@ -18,7 +18,7 @@ fn capabilities() -> Vec<CapabilitySpec> {
             }, "required": ["productId", "productName", "price", "currency"]}),
             read_only: true,
         },
-        CapabilitySpec {
+        DeclaredCapability {
             name: "getOrderStatus".into(),
             description: "Order by id.".into(),
             input_schema: json!({"type": "object", "properties": {"orderId": {"type": "string"}}, "required": ["orderId"]}),

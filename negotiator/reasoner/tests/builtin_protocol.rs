@@ -10,7 +10,7 @@ use parley_anp::{Fixtures, HandlerRunner, ProtocolDoc, Verdict};
 use parley_capabilities::Capabilities;
 use parley_reasoner::mapping::Source;
 use parley_reasoner::{
-    BuiltinProtocolReasoner, CapabilitySpec, Evaluation, GeneratedHandler, ProtocolReasoner,
+    BuiltinProtocolReasoner, DeclaredCapability, Evaluation, GeneratedHandler, ProtocolReasoner,
 };
 use serde_json::{Value, json};
 
@@ -22,10 +22,10 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn capabilities() -> Vec<CapabilitySpec> {
+fn capabilities() -> Vec<DeclaredCapability> {
     let caps = Capabilities::load(&repo().join("examples/capabilities.toml"), |_| None)
         .expect("the example capabilities load");
-    CapabilitySpec::all(&caps)
+    DeclaredCapability::all(&caps)
 }
 
 fn example_text() -> String {

@@ -11,9 +11,10 @@ use parley_anp::{ProtocolDoc, Verdict};
 use parley_capabilities::Capabilities;
 use parley_reasoner::testing::{RecordedRequest, ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{
-    BuiltinProtocolReasoner, CapabilitySpec, Evaluation, GeneratedHandler, HybridProtocolReasoner,
-    ModelAnswerError, OpenAiConfig, OpenAiProtocolReasoner, ProtocolReasoner,
-    ProtocolReasonerError, ReasonerConfig, ReasonerError, build_protocol_reasoner,
+    BuiltinProtocolReasoner, DeclaredCapability, Evaluation, GeneratedHandler,
+    HybridProtocolReasoner, ModelAnswerError, OpenAiConfig, OpenAiProtocolReasoner,
+    ProtocolReasoner, ProtocolReasonerError, ReasonerConfig, ReasonerError,
+    build_protocol_reasoner,
 };
 use serde_json::{Value, json};
 
@@ -25,10 +26,10 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-fn capabilities() -> Vec<CapabilitySpec> {
+fn capabilities() -> Vec<DeclaredCapability> {
     let caps = Capabilities::load(&repo().join("examples/capabilities.toml"), |_| None)
         .expect("the example capabilities load");
-    CapabilitySpec::all(&caps)
+    DeclaredCapability::all(&caps)
 }
 
 fn product_text() -> String {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use parley_capabilities::Capabilities;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{
-    ApiKey, NlRequest, OpenAiConfig, Reasoner, ReasonerConfig, ReasonerError, Turn, build,
+    ApiKey, DialogueTurn, NlRequest, OpenAiConfig, Reasoner, ReasonerConfig, ReasonerError, build,
 };
 use serde_json::{Value, json};
 
@@ -183,8 +183,8 @@ async fn openai_plain_answer() {
         text: "Hi, who are you?".into(),
         language: "english".into(),
         history: vec![
-            Turn::peer("earlier question"),
-            Turn::agent("earlier answer"),
+            DialogueTurn::peer("earlier question"),
+            DialogueTurn::agent("earlier answer"),
         ],
     };
     let answer = reasoner.answer(request).await.expect("a plain answer");

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use parley_capabilities::Capabilities;
 use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
-use parley_reasoner::{NlRequest, Reasoner, Turn};
+use parley_reasoner::{DialogueTurn, NlRequest, Reasoner};
 use parley_store::{Direction, NewConversation, Store, StoreError};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -288,7 +288,7 @@ impl Agent {
     }
 
     /// Earlier text turns of the conversation, oldest first.
-    async fn history(&self, id: &str) -> Result<Vec<Turn>, ApiError> {
+    async fn history(&self, id: &str) -> Result<Vec<DialogueTurn>, ApiError> {
         let Some(conv) = self.store.get_conversation(id).await? else {
             return Ok(Vec::new());
         };
@@ -306,8 +306,8 @@ impl Agent {
                 let msg = parley_nlip::from_json_value(&m.message).ok()?;
                 let text = msg.text_content()?.to_owned();
                 Some(match m.direction {
-                    Direction::Inbound => Turn::peer(text),
-                    Direction::Outbound => Turn::agent(text),
+                    Direction::Inbound => DialogueTurn::peer(text),
+                    Direction::Outbound => DialogueTurn::agent(text),
                 })
             })
             .collect())

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use parley_anp::ProtocolDoc;
 use parley_capabilities::Capabilities;
 use parley_reasoner::mapping::{Mapping, Source};
-use parley_reasoner::{BuiltinProtocolReasoner, CapabilitySpec, Evaluation};
+use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability, Evaluation};
 use parley_sandbox::{Dialect, Grants, Sandbox, SandboxConfig};
 use serde_json::{Map, Value, json};
 
@@ -26,7 +26,7 @@ fn product_mapping() -> Mapping {
     let doc = ProtocolDoc::parse(text).expect("a protocol document");
     let capabilities = Capabilities::load(&root.join("examples/capabilities.toml"), |_| None)
         .expect("the example capabilities");
-    match BuiltinProtocolReasoner.evaluate_sync(&doc, &CapabilitySpec::all(&capabilities)) {
+    match BuiltinProtocolReasoner.evaluate_sync(&doc, &DeclaredCapability::all(&capabilities)) {
         Evaluation::Accept { mapping } => mapping,
         other => panic!("the built-in reasoner must accept the product protocol: {other:?}"),
     }

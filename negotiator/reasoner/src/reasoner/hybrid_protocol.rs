@@ -33,7 +33,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{OpenAiProtocolReasoner, ReasonerConfig, ReasonerError};
-use crate::mapping::{CapabilitySpec, Mapping};
+use parley_mapping::Mapping;
+
+use crate::planner::DeclaredCapability;
 use crate::protocol_reasoner::{
     BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
 };
@@ -76,7 +78,7 @@ impl ProtocolReasoner for HybridProtocolReasoner {
     async fn evaluate(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError> {
         match self.builtin.evaluate_sync(doc, capabilities) {
             Evaluation::Reject { .. } => {
@@ -93,7 +95,7 @@ impl ProtocolReasoner for HybridProtocolReasoner {
     async fn generate_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         // Re-plan rather than trust the hint: after a model's accept the hint only names the
@@ -114,7 +116,7 @@ impl ProtocolReasoner for HybridProtocolReasoner {
     async fn fix_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         previous: &GeneratedHandler,
         failure: &str,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {

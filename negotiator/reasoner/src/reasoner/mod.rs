@@ -43,7 +43,7 @@ pub use hybrid_protocol::{HybridProtocolReasoner, build_protocol_reasoner};
 pub use openai::{ApiKey, OpenAiConfig, OpenAiReasoner};
 pub use openai_protocol::{ModelAnswerError, OpenAiProtocolReasoner};
 
-/// Who said a [`Turn`] of the conversation.
+/// Who said a [`DialogueTurn`] of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Speaker {
@@ -55,12 +55,12 @@ pub enum Speaker {
 
 /// One earlier message of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Turn {
+pub struct DialogueTurn {
     pub speaker: Speaker,
     pub text: String,
 }
 
-impl Turn {
+impl DialogueTurn {
     pub fn peer(text: impl Into<String>) -> Self {
         Self {
             speaker: Speaker::Peer,
@@ -83,7 +83,7 @@ pub struct NlRequest {
     /// The language of the NLIP text format, e.g. `"english"`; the answer should use it.
     pub language: String,
     /// Prior turns of the same conversation, oldest first, without the current message.
-    pub history: Vec<Turn>,
+    pub history: Vec<DialogueTurn>,
 }
 
 impl NlRequest {

@@ -51,7 +51,9 @@ use serde_json::{Map, Value};
 
 use super::openai::{ChatClient, system, user};
 use super::{OpenAiConfig, ReasonerError};
-use crate::mapping::{CapabilitySpec, Mapping, StatusCodes};
+use parley_mapping::{Mapping, StatusCodes};
+
+use crate::planner::DeclaredCapability;
 use crate::protocol_reasoner::{
     Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
 };
@@ -199,7 +201,7 @@ impl OpenAiProtocolReasoner {
         &self,
         operation: &'static str,
         user_prompt: String,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         let answer = self
             .ask_json(operation, HANDLER_SYSTEM, user_prompt)
@@ -274,11 +276,11 @@ Answer with one JSON object and nothing else: {\"decision\": \"accept\" | \"coun
 cases; counter only>], \"modificationSummary\": \"<what changed; counter only>\"}. Test cases \
 are objects {\"name\", \"description\", \"request\", \"expectedResponse\", \"fixtures\"}.";
 
-fn capabilities_json(capabilities: &[CapabilitySpec]) -> String {
+fn capabilities_json(capabilities: &[DeclaredCapability]) -> String {
     serde_json::to_string_pretty(capabilities).unwrap_or_else(|_| "[]".into())
 }
 
-fn evaluate_prompt(doc: &ProtocolDoc, capabilities: &[CapabilitySpec]) -> String {
+fn evaluate_prompt(doc: &ProtocolDoc, capabilities: &[DeclaredCapability]) -> String {
     format!(
         "The provider's capabilities (JSON):\n{}\n\nThe proposed protocol:\n<protocol>\n{}\n</protocol>",
         capabilities_json(capabilities),
@@ -288,7 +290,7 @@ fn evaluate_prompt(doc: &ProtocolDoc, capabilities: &[CapabilitySpec]) -> String
 
 fn generate_prompt(
     doc: &ProtocolDoc,
-    capabilities: &[CapabilitySpec],
+    capabilities: &[DeclaredCapability],
     mapping: Option<&Mapping>,
 ) -> String {
     let hint = match mapping {
@@ -307,7 +309,7 @@ fn generate_prompt(
 
 fn fix_prompt(
     doc: &ProtocolDoc,
-    capabilities: &[CapabilitySpec],
+    capabilities: &[DeclaredCapability],
     previous: &GeneratedHandler,
     failure: &str,
 ) -> String {
@@ -406,7 +408,7 @@ fn decision(object: &Map<String, Value>) -> Result<Decision, ModelAnswerError> {
 fn validate_evaluation(
     object: &Map<String, Value>,
     doc: &ProtocolDoc,
-    capabilities: &[CapabilitySpec],
+    capabilities: &[DeclaredCapability],
 ) -> Result<Evaluation, ModelAnswerError> {
     match decision(object)? {
         Decision::Accept => {
@@ -455,7 +457,7 @@ fn validate_evaluation(
 /// *names* the capability (no checks, arguments or response fields): it is the hint
 /// `generate_handler` passes on to the handler prompt, not something the built-in generator can
 /// compile.
-fn named_mapping(cap: &CapabilitySpec) -> Mapping {
+fn named_mapping(cap: &DeclaredCapability) -> Mapping {
     let output_nullable = match cap.output_schema.get("type") {
         Some(Value::String(t)) => t == "null",
         Some(Value::Array(ts)) => ts.iter().any(|t| t == "null"),
@@ -492,7 +494,7 @@ fn defines_handle(source: &str) -> bool {
 
 fn validate_handler(
     object: &Map<String, Value>,
-    capabilities: &[CapabilitySpec],
+    capabilities: &[DeclaredCapability],
 ) -> Result<GeneratedHandler, ModelAnswerError> {
     let source = req_str(object, "source")?;
     if !defines_handle(source) {
@@ -597,7 +599,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
     async fn evaluate(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError> {
         if capabilities.is_empty() {
             // Nothing to serve with: no need to ask.
@@ -618,7 +620,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
     async fn generate_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         self.handler(
@@ -635,7 +637,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
     async fn fix_handler(
         &self,
         doc: &ProtocolDoc,
-        capabilities: &[CapabilitySpec],
+        capabilities: &[DeclaredCapability],
         previous: &GeneratedHandler,
         failure: &str,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {

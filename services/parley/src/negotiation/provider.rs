@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use parley_anp::{
     FixVerdict, MetaMessage, NegotiationError, ProtocolDoc, ProtocolHash, ProviderSession,
-    SessionConfig, Step, Verdict, VerificationReport, anp::NlMessageType, verify::compiled_differs,
+    SessionConfig, Step, Verdict, VerificationReport, messages::NlMessageType,
+    verify::compiled_differs,
 };
 use parley_capabilities::Capabilities;
 use parley_nlip::Message;
-use parley_reasoner::{CapabilitySpec, GeneratedHandler, ProtocolReasoner, Reasoner};
+use parley_reasoner::{DeclaredCapability, GeneratedHandler, ProtocolReasoner, Reasoner};
 use parley_sandbox::{Dialect, Sandbox};
 use parley_store::{
     Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewHandler, NewNegotiation,
@@ -105,7 +106,7 @@ struct Stored {
 pub struct Provider {
     pub store: Arc<dyn Store>,
     pub capabilities: Arc<Capabilities>,
-    pub specs: Vec<CapabilitySpec>,
+    pub specs: Vec<DeclaredCapability>,
     pub reasoner: Arc<dyn ProtocolReasoner>,
     pub nl: Arc<dyn Reasoner>,
     pub sandbox: Arc<Sandbox>,
@@ -249,7 +250,7 @@ impl Provider {
         limits: NegotiationLimits,
     ) -> Self {
         Provider {
-            specs: CapabilitySpec::all(&capabilities),
+            specs: DeclaredCapability::all(&capabilities),
             runner: SandboxRunner::new(sandbox.clone(), capabilities.clone()),
             store,
             capabilities,
@@ -489,7 +490,7 @@ impl Provider {
                         }
                         Built::PeerExpectation(why)
                             if !turn.peer_supports(
-                                parley_anp::anp::capability::FIX_ERROR_NEGOTIATION,
+                                parley_anp::messages::capability::FIX_ERROR_NEGOTIATION,
                             ) =>
                         {
                             turn.summary
@@ -1072,7 +1073,7 @@ mod tests {
             )
         };
         let generated = parley_reasoner::BuiltinProtocolReasoner
-            .generate_sync(&doc, &CapabilitySpec::all(&capabilities), None)
+            .generate_sync(&doc, &DeclaredCapability::all(&capabilities), None)
             .expect("the built-in handler");
         let mapping = generated.compiled.clone().expect("a compiled form");
         let on = provider(true);

@@ -137,7 +137,7 @@ impl Requester {
         text: &str,
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let all = parley_anp::anp::capability::ALL.map(str::to_owned);
+        let all = parley_anp::messages::capability::ALL.map(str::to_owned);
         self.negotiate_with(url, text, &all, progress).await
     }
 

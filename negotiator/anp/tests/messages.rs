@@ -1,8 +1,8 @@
 //! Meta-protocol messages round-trip exactly as seed 002 spells them, and no input panics the parser.
 
 use parley_anp::ProtocolHash;
-use parley_anp::anp::{
-    CodeGenerationStatus, MetaMessage, MetaProtocolInfo, NegotiationStatus, NlMessageType,
+use parley_anp::messages::{
+    CodeGenerationStatus, MetaMessage, MetaProtocolInfo, MetaStatus, NlMessageType,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -31,7 +31,7 @@ fn protocol_negotiation_as_in_the_seed() {
     let MetaMessage::ProtocolNegotiation(m) = msg else {
         panic!("wrong variant")
     };
-    assert_eq!(m.status, NegotiationStatus::Negotiating);
+    assert_eq!(m.status, MetaStatus::Negotiating);
     for status in ["accepted", "rejected", "timeout"] {
         round_trip(json!({
             "action": "protocolNegotiation",

@@ -64,7 +64,7 @@ pub struct MessageError(pub String);
 /// Status of a negotiation exchange (protocol, test cases or error fixing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum NegotiationStatus {
+pub enum MetaStatus {
     Negotiating,
     Accepted,
     Rejected,
@@ -98,7 +98,7 @@ pub struct ProtocolNegotiation {
     pub candidate_protocols: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modification_summary: Option<String>,
-    pub status: NegotiationStatus,
+    pub status: MetaStatus,
 }
 
 /// `codeGeneration`.
@@ -117,7 +117,7 @@ pub struct TestCasesNegotiation {
     pub test_cases: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modification_summary: Option<String>,
-    pub status: NegotiationStatus,
+    pub status: MetaStatus,
 }
 
 /// `fixErrorNegotiation`.
@@ -126,7 +126,7 @@ pub struct TestCasesNegotiation {
 pub struct FixErrorNegotiation {
     #[serde(default)]
     pub error_description: String,
-    pub status: NegotiationStatus,
+    pub status: MetaStatus,
 }
 
 /// `naturalLanguageNegotiation`.
@@ -360,7 +360,7 @@ impl MetaMessage {
     fn check(&self) -> Result<(), MessageError> {
         match self {
             MetaMessage::ProtocolNegotiation(m)
-                if m.status == NegotiationStatus::Negotiating
+                if m.status == MetaStatus::Negotiating
                     && m.candidate_protocols.trim().is_empty() =>
             {
                 Err(MessageError(
@@ -369,15 +369,14 @@ impl MetaMessage {
                 ))
             }
             MetaMessage::TestCasesNegotiation(m)
-                if m.status == NegotiationStatus::Negotiating && m.test_cases.trim().is_empty() =>
+                if m.status == MetaStatus::Negotiating && m.test_cases.trim().is_empty() =>
             {
                 Err(MessageError(
                     "testCasesNegotiation: `testCases` is required while negotiating".into(),
                 ))
             }
             MetaMessage::FixErrorNegotiation(m)
-                if m.status == NegotiationStatus::Negotiating
-                    && m.error_description.trim().is_empty() =>
+                if m.status == MetaStatus::Negotiating && m.error_description.trim().is_empty() =>
             {
                 Err(MessageError(
                     "fixErrorNegotiation: `errorDescription` is required while negotiating".into(),
@@ -409,7 +408,7 @@ impl MetaMessage {
         sequence_id: u64,
         candidate_protocols: impl Into<String>,
         modification_summary: Option<String>,
-        status: NegotiationStatus,
+        status: MetaStatus,
     ) -> Self {
         MetaMessage::ProtocolNegotiation(ProtocolNegotiation {
             sequence_id,
@@ -426,7 +425,7 @@ impl MetaMessage {
     pub fn test_cases_negotiation(
         test_cases: impl Into<String>,
         modification_summary: Option<String>,
-        status: NegotiationStatus,
+        status: MetaStatus,
     ) -> Self {
         MetaMessage::TestCasesNegotiation(TestCasesNegotiation {
             test_cases: test_cases.into(),
@@ -435,10 +434,7 @@ impl MetaMessage {
         })
     }
 
-    pub fn fix_error_negotiation(
-        error_description: impl Into<String>,
-        status: NegotiationStatus,
-    ) -> Self {
+    pub fn fix_error_negotiation(error_description: impl Into<String>, status: MetaStatus) -> Self {
         MetaMessage::FixErrorNegotiation(FixErrorNegotiation {
             error_description: error_description.into(),
             status,

@@ -1,6 +1,6 @@
 //! The built-in reasoner's core: mapping a protocol onto one capability.
 //!
-//! Given a [`ProtocolDoc`] and the operator's [`CapabilitySpec`]s, [`plan`] finds, for each
+//! Given a [`ProtocolDoc`] and the operator's [`DeclaredCapability`]s, [`plan`] finds, for each
 //! capability, where every capability input comes from in the protocol request and where every
 //! protocol response field comes from (the capability's output, the request, a constant, or the
 //! outcome of the call), then picks the capability that serves the protocol best. The result is
@@ -34,15 +34,17 @@
 
 use std::collections::BTreeSet;
 
+use parley_anp::protocol::ProtocolDoc;
+use parley_mapping::{
+    Argument, Mapping, RequestCheck, ResponseField, Source, StatusCodes, StatusShape,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-use parley_anp::protocol::ProtocolDoc;
 
 /// What the built-in reasoner knows about one capability: the declaration, no binding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CapabilitySpec {
+pub struct DeclaredCapability {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
@@ -51,7 +53,7 @@ pub struct CapabilitySpec {
     pub read_only: bool,
 }
 
-impl From<&parley_capabilities::Capability> for CapabilitySpec {
+impl From<&parley_capabilities::Capability> for DeclaredCapability {
     fn from(c: &parley_capabilities::Capability) -> Self {
         Self {
             name: c.name().to_owned(),
@@ -63,18 +65,12 @@ impl From<&parley_capabilities::Capability> for CapabilitySpec {
     }
 }
 
-impl CapabilitySpec {
+impl DeclaredCapability {
     /// Every declared capability, in name order.
     pub fn all(capabilities: &parley_capabilities::Capabilities) -> Vec<Self> {
         capabilities.iter().map(Self::from).collect()
     }
 }
-
-// The mapping itself lives in `parley-mapping`, shared with the sandbox's mapping runtime, which
-// serves requests from it (`parley_mapping::serve`) as the compiled form of the generated handler.
-pub use parley_mapping::{
-    Argument, Mapping, RequestCheck, ResponseField, Source, StatusCodes, StatusShape,
-};
 
 /// Why a mapping cannot serve the protocol as written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,7 +130,7 @@ impl Plan {
 
 /// Maps the protocol onto each capability and returns the best plan, or `None` when no
 /// capability relates to the protocol at all (no input and no output field matches).
-pub fn plan(doc: &ProtocolDoc, capabilities: &[CapabilitySpec]) -> Option<Plan> {
+pub fn plan(doc: &ProtocolDoc, capabilities: &[DeclaredCapability]) -> Option<Plan> {
     let codes = status_codes(doc.sections().error_handling.as_deref().unwrap_or(""));
     let mut best: Option<Plan> = None;
     for cap in capabilities {
@@ -164,7 +160,7 @@ pub fn plan(doc: &ProtocolDoc, capabilities: &[CapabilitySpec]) -> Option<Plan> 
     best
 }
 
-fn plan_one(doc: &ProtocolDoc, cap: &CapabilitySpec, codes: StatusCodes) -> Plan {
+fn plan_one(doc: &ProtocolDoc, cap: &DeclaredCapability, codes: StatusCodes) -> Plan {
     let req = doc.request_schema();
     let resp = doc.response_schema();
     let entity_words = entity_words(&cap.name);
