@@ -45,42 +45,9 @@ pub(crate) fn elements(text: &str) -> Vec<Element> {
         let line_no = i + 1;
         let trimmed = raw.trim_end_matches(['\r', '\n']);
         if let Some((fence, lang)) = fence_open(trimmed) {
-            // Collect the body up to the closing fence (or the end of the document).
-            let mut body = String::new();
-            let mut j = i + 1;
-            while j < lines.len() {
-                let l = lines[j].1.trim_end_matches(['\r', '\n']);
-                if is_fence_close(l, &fence) {
-                    break;
-                }
-                body.push_str(l);
-                body.push('\n');
-                j += 1;
-            }
-            let lang_lower = lang.to_ascii_lowercase();
-            let parsed = serde_json::from_str::<Value>(&body);
-            match parsed {
-                Ok(value)
-                    if looks_like_json_lang(&lang_lower)
-                        || value.is_object()
-                        || value.is_array() =>
-                {
-                    out.push(Element::Json {
-                        value: Ok(value),
-                        line: line_no,
-                        lang: lang_lower,
-                    })
-                }
-                Err(e) if looks_like_json_lang(&lang_lower) && !lang_lower.is_empty() => {
-                    out.push(Element::Json {
-                        value: Err(format!("{e}")),
-                        line: line_no,
-                        lang: lang_lower,
-                    })
-                }
-                _ => out.push(Element::Code { line: line_no }),
-            }
-            i = j + 1;
+            let (element, next) = fenced_block(&lines, i, &fence, &lang);
+            out.push(element);
+            i = next;
             continue;
         }
         if let Some((level, heading)) = heading(trimmed) {
@@ -92,31 +59,14 @@ pub(crate) fn elements(text: &str) -> Vec<Element> {
             i += 1;
             continue;
         }
-        let start = trimmed.trim_start();
-        if (start.starts_with('{') || start.starts_with('[')) && trimmed.len() - start.len() <= 3 {
-            // An unfenced JSON value: let serde find where it ends.
-            let rest = &text[offset..];
-            let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
-            if let Some(Ok(value)) = stream.next() {
-                let consumed = stream.byte_offset();
-                let end = offset + consumed;
-                // Skip every line the value covered.
-                let mut j = i;
-                while j < lines.len() && lines[j].0 < end {
-                    j += 1;
-                }
-                // Only a value that ends its line counts (`{x} and more` is prose).
-                let tail = text[end..].split('\n').next().unwrap_or("");
-                if tail.trim().is_empty() || tail.trim() == "," {
-                    out.push(Element::Json {
-                        value: Ok(value),
-                        line: line_no,
-                        lang: String::new(),
-                    });
-                    i = j.max(i + 1);
-                    continue;
-                }
-            }
+        if let Some((value, next)) = unfenced_json(text, &lines, i, offset, trimmed) {
+            out.push(Element::Json {
+                value: Ok(value),
+                line: line_no,
+                lang: String::new(),
+            });
+            i = next;
+            continue;
         }
         out.push(Element::Text {
             text: trimmed.to_owned(),
@@ -125,6 +75,69 @@ pub(crate) fn elements(text: &str) -> Vec<Element> {
         i += 1;
     }
     out
+}
+
+/// The fenced block opening at line index `i`: its element, and the index of the line after
+/// its closing fence (or the end of the document).
+fn fenced_block(lines: &[(usize, &str)], i: usize, fence: &str, lang: &str) -> (Element, usize) {
+    let line_no = i + 1;
+    let mut body = String::new();
+    let mut j = i + 1;
+    while j < lines.len() {
+        let l = lines[j].1.trim_end_matches(['\r', '\n']);
+        if is_fence_close(l, fence) {
+            break;
+        }
+        body.push_str(l);
+        body.push('\n');
+        j += 1;
+    }
+    let lang_lower = lang.to_ascii_lowercase();
+    let element = match serde_json::from_str::<Value>(&body) {
+        Ok(value) if looks_like_json_lang(&lang_lower) || value.is_object() || value.is_array() => {
+            Element::Json {
+                value: Ok(value),
+                line: line_no,
+                lang: lang_lower,
+            }
+        }
+        Err(e) if looks_like_json_lang(&lang_lower) && !lang_lower.is_empty() => Element::Json {
+            value: Err(format!("{e}")),
+            line: line_no,
+            lang: lang_lower,
+        },
+        _ => Element::Code { line: line_no },
+    };
+    (element, j + 1)
+}
+
+/// An unfenced JSON value starting on line index `i` (at byte `offset` of `text`) that ends its
+/// line (`{x} and more` is prose): the value and the index of the first line after it.
+fn unfenced_json(
+    text: &str,
+    lines: &[(usize, &str)],
+    i: usize,
+    offset: usize,
+    trimmed: &str,
+) -> Option<(Value, usize)> {
+    let start = trimmed.trim_start();
+    if !(start.starts_with('{') || start.starts_with('[')) || trimmed.len() - start.len() > 3 {
+        return None;
+    }
+    // Let serde find where the value ends.
+    let rest = &text[offset..];
+    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+    let Some(Ok(value)) = stream.next() else {
+        return None;
+    };
+    let end = offset + stream.byte_offset();
+    // Skip every line the value covered.
+    let mut j = i;
+    while j < lines.len() && lines[j].0 < end {
+        j += 1;
+    }
+    let tail = text[end..].split('\n').next().unwrap_or("");
+    (tail.trim().is_empty() || tail.trim() == ",").then(|| (value, j.max(i + 1)))
 }
 
 fn looks_like_json_lang(lang: &str) -> bool {

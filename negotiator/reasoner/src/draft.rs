@@ -8,7 +8,8 @@
 
 use serde_json::{Value, json};
 
-use crate::planner::{CaseStyle, json_types, object, properties, required};
+use crate::planner::CaseStyle;
+use crate::schema::{json_types, object, properties, required};
 use parley_anp::protocol::{MatchMode, TestCase};
 
 /// The parts of a protocol document.
@@ -74,28 +75,60 @@ pub fn draft(
     if !output_schema.is_object() {
         return Err("the output schema must be a JSON Schema object".into());
     }
-    let names: Vec<String> = properties(input_schema)
-        .into_iter()
-        .chain(properties(output_schema))
-        .map(|(n, _)| n)
-        .collect();
-    let style = CaseStyle::detect(names.iter().map(String::as_str));
-    let message_id = style.apply("messageId");
-    let type_field = "type".to_owned();
-    let status = "status".to_owned();
-    let result = "result".to_owned();
+    let names = Names::new(input_schema, output_schema);
+    let message_id = &names.message_id;
+    Ok(render(&DocParts {
+        requirements: requirement.trim().to_owned(),
+        process: format!(
+            "1. The requester sends a request message with a fresh `{message_id}`, `type` `REQUEST` and the fields below.\n\
+             2. The provider answers with one response message repeating the `{message_id}`, with `type` `RESPONSE`, a `status` (HTTP-style `code` and a short `message`) and the `result`.\n\
+             3. A response that does not arrive within 15 seconds is a timeout."
+        ),
+        request_schema: request_schema(&names, input_schema),
+        response_schema: response_schema(&names, output_schema),
+        error_handling: DEFAULT_ERROR_HANDLING.to_owned(),
+        test_cases: test_cases(&names, input_schema),
+    }))
+}
 
+/// The names of the fields a draft adds, in the case style of the given schemas.
+struct Names {
+    message_id: String,
+    type_field: String,
+    status: String,
+    result: String,
+}
+
+impl Names {
+    fn new(input_schema: &Value, output_schema: &Value) -> Self {
+        let names: Vec<String> = properties(input_schema)
+            .into_iter()
+            .chain(properties(output_schema))
+            .map(|(n, _)| n)
+            .collect();
+        let style = CaseStyle::detect(names.iter().map(String::as_str));
+        Self {
+            message_id: style.apply("messageId"),
+            type_field: "type".to_owned(),
+            status: "status".to_owned(),
+            result: "result".to_owned(),
+        }
+    }
+}
+
+/// `messageId`, `type` (`REQUEST`) and the input's fields.
+fn request_schema(names: &Names, input_schema: &Value) -> Value {
     let mut req_props = vec![
         (
-            message_id.clone(),
+            names.message_id.clone(),
             json!({"type": "string", "description": "Identifier chosen by the requester, echoed in the response"}),
         ),
         (
-            type_field.clone(),
+            names.type_field.clone(),
             json!({"type": "string", "enum": ["REQUEST"], "description": "Always REQUEST"}),
         ),
     ];
-    let mut req_required = vec![json!(message_id), json!(type_field)];
+    let mut req_required = vec![json!(names.message_id), json!(names.type_field)];
     for (name, schema) in properties(input_schema) {
         if req_props.iter().any(|(n, _)| *n == name) {
             continue;
@@ -107,14 +140,18 @@ pub fn draft(
             req_required.push(json!(r));
         }
     }
-    let request_schema = json!({
+    json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Request",
         "type": "object",
         "properties": object(req_props),
         "required": req_required,
-    });
+    })
+}
 
+/// `messageId`, `type` (`RESPONSE`), `status` `{code, message}` and the output as a nullable
+/// `result`.
+fn response_schema(names: &Names, output_schema: &Value) -> Value {
     let mut result_schema = output_schema.clone();
     if let Some(types) = json_types(output_schema)
         && !types.contains("null")
@@ -129,14 +166,14 @@ pub fn draft(
         obj.entry("description")
             .or_insert_with(|| json!("The result, or null when nothing matches"));
     }
-    let response_schema = json!({
+    json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Response",
         "type": "object",
         "properties": object([
-            (message_id.clone(), json!({"type": "string", "description": "The messageId of the request"})),
-            (type_field.clone(), json!({"type": "string", "enum": ["RESPONSE"], "description": "Always RESPONSE"})),
-            (status.clone(), json!({
+            (names.message_id.clone(), json!({"type": "string", "description": "The messageId of the request"})),
+            (names.type_field.clone(), json!({"type": "string", "enum": ["RESPONSE"], "description": "Always RESPONSE"})),
+            (names.status.clone(), json!({
                 "type": "object",
                 "properties": {
                     "code": {"type": "integer", "description": "HTTP status code"},
@@ -144,73 +181,66 @@ pub fn draft(
                 },
                 "required": ["code", "message"]
             })),
-            (result.clone(), result_schema),
+            (names.result.clone(), result_schema),
         ]),
-        "required": [message_id, type_field, status],
-    });
+        "required": [names.message_id, names.type_field, names.status],
+    })
+}
 
+/// A request missing the required fields (answered with 400), and a well-formed request when the
+/// input schema gives an example value for every required field.
+fn test_cases(names: &Names, input_schema: &Value) -> Vec<TestCase> {
     let mut test_cases = Vec::new();
     let input_required: Vec<&str> = required(input_schema).into_iter().collect();
-    if let Some(first) = input_required.first() {
+    let Some(first) = input_required.first() else {
+        return test_cases;
+    };
+    test_cases.push(TestCase {
+        name: format!("request without {first}"),
+        description: Some("A request missing required fields is refused with 400.".into()),
+        request: object([
+            (names.message_id.clone(), json!("test-missing")),
+            (names.type_field.clone(), json!("REQUEST")),
+        ]),
+        expected_response: object([
+            (names.message_id.clone(), json!("test-missing")),
+            (names.type_field.clone(), json!("RESPONSE")),
+            (names.status.clone(), json!({"code": 400})),
+        ]),
+        match_mode: MatchMode::Subset,
+        fixtures: Default::default(),
+    });
+    let examples: Option<Vec<(String, Value)>> = input_required
+        .iter()
+        .map(|name| {
+            input_schema
+                .get("properties")
+                .and_then(|p| p.get(*name))
+                .and_then(example_value)
+                .map(|v| ((*name).to_owned(), v))
+        })
+        .collect();
+    if let Some(examples) = examples {
+        let mut request = vec![
+            (names.message_id.clone(), json!("test-echo")),
+            (names.type_field.clone(), json!("REQUEST")),
+        ];
+        request.extend(examples);
         test_cases.push(TestCase {
-            name: format!("request without {first}"),
-            description: Some("A request missing required fields is refused with 400.".into()),
-            request: object([
-                (message_id.clone(), json!("test-missing")),
-                (type_field.clone(), json!("REQUEST")),
-            ]),
+            name: "well-formed request".into(),
+            description: Some(
+                "A well-formed request gets a response echoing its messageId.".into(),
+            ),
+            request: object(request),
             expected_response: object([
-                (message_id.clone(), json!("test-missing")),
-                (type_field.clone(), json!("RESPONSE")),
-                (status.clone(), json!({"code": 400})),
+                (names.message_id.clone(), json!("test-echo")),
+                (names.type_field.clone(), json!("RESPONSE")),
             ]),
             match_mode: MatchMode::Subset,
             fixtures: Default::default(),
         });
-        let examples: Option<Vec<(String, Value)>> = input_required
-            .iter()
-            .map(|name| {
-                input_schema
-                    .get("properties")
-                    .and_then(|p| p.get(*name))
-                    .and_then(example_value)
-                    .map(|v| ((*name).to_owned(), v))
-            })
-            .collect();
-        if let Some(examples) = examples {
-            let mut request = vec![
-                (message_id.clone(), json!("test-echo")),
-                (type_field.clone(), json!("REQUEST")),
-            ];
-            request.extend(examples);
-            test_cases.push(TestCase {
-                name: "well-formed request".into(),
-                description: Some(
-                    "A well-formed request gets a response echoing its messageId.".into(),
-                ),
-                request: object(request),
-                expected_response: object([
-                    (message_id.clone(), json!("test-echo")),
-                    (type_field, json!("RESPONSE")),
-                ]),
-                match_mode: MatchMode::Subset,
-                fixtures: Default::default(),
-            });
-        }
     }
-
-    Ok(render(&DocParts {
-        requirements: requirement.trim().to_owned(),
-        process: format!(
-            "1. The requester sends a request message with a fresh `{message_id}`, `type` `REQUEST` and the fields below.\n\
-             2. The provider answers with one response message repeating the `{message_id}`, with `type` `RESPONSE`, a `status` (HTTP-style `code` and a short `message`) and the `result`.\n\
-             3. A response that does not arrive within 15 seconds is a timeout."
-        ),
-        request_schema,
-        response_schema,
-        error_handling: DEFAULT_ERROR_HANDLING.to_owned(),
-        test_cases,
-    }))
+    test_cases
 }
 
 /// An example value the schema itself provides: `const`, `examples[0]`, `default`, `enum[0]`.

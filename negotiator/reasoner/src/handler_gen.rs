@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use parley_mapping::{Mapping, Source, StatusShape};
+use parley_mapping::{Mapping, ResponseField, Source, StatusCodes, StatusShape};
 
 /// JavaScript source of a string/JSON literal.
 fn js(value: &Value) -> String {
@@ -157,10 +157,6 @@ fn check_request(mapping: &Mapping) -> String {
 /// Generates the handler source.
 pub fn generate(mapping: &Mapping, protocol_hash: &str) -> String {
     let mut out = String::new();
-    let codes = mapping.codes;
-    let cap = js_str(&mapping.capability);
-    let not_found_message = js_str(&format!("{} not found", mapping.entity));
-
     // Writing to a String cannot fail; `let _ =` keeps clippy quiet without unwraps.
     let _ = writeln!(
         out,
@@ -170,9 +166,15 @@ pub fn generate(mapping: &Mapping, protocol_hash: &str) -> String {
          \"use strict\";\n",
         mapping.capability
     );
+    out.push_str(HELPERS);
+    out.push_str(&check_request(mapping));
+    out.push_str(&respond(mapping));
+    out.push_str(&handle(mapping));
+    out
+}
 
-    out.push_str(
-        r#"function typeOf(value) {
+/// The helpers every handler starts with: JSON types of values, and echoing request values.
+const HELPERS: &str = r#"function typeOf(value) {
   if (value === null) return "null";
   if (Array.isArray(value)) return "array";
   if (typeof value === "number" && Number.isInteger(value)) return "integer";
@@ -192,112 +194,123 @@ function echo(value, types) {
   return null;
 }
 
-"#,
-    );
-    out.push_str(&check_request(mapping));
+"#;
 
-    // respond(): builds every response, success or failure.
-    out.push_str(
+/// `respond(request, code, message, result)`: builds every response, success or failure.
+fn respond(mapping: &Mapping) -> String {
+    let mut out = String::from(
         "// Builds the response. `result` is the capability's result, or undefined on failure.\n",
     );
     out.push_str("function respond(request, code, message, result) {\n");
     out.push_str("  const ok = result !== undefined && result !== null;\n");
     out.push_str("  const response = {};\n");
     for r in &mapping.response {
-        let target = access("response", &r.field);
-        let line = match &r.source {
-            Source::Constant { value } => format!("  {target} = {};\n", js(value)),
-            Source::Echo { field } => {
-                let types = mapping
-                    .checks
-                    .iter()
-                    .find(|c| &c.field == field)
-                    .map(|c| c.types.clone())
-                    .unwrap_or_default();
-                let value = access("request", field);
-                if r.required {
-                    let types = js(&Value::Array(
-                        types.into_iter().map(Value::String).collect(),
-                    ));
-                    format!("  {target} = echo({value}, {types});\n")
-                } else {
-                    format!("  if ({value} !== undefined) {target} = {value};\n")
-                }
-            }
-            Source::Status { shape } => match shape {
-                StatusShape::Object {
-                    code_field,
-                    message_field,
-                } => {
-                    let mut parts = Vec::new();
-                    if let Some(c) = code_field {
-                        parts.push(format!("{}: code", literal_key(c)));
-                    }
-                    if let Some(m) = message_field {
-                        parts.push(format!("{}: message", literal_key(m)));
-                    }
-                    format!("  {target} = {{ {} }};\n", parts.join(", "))
-                }
-                StatusShape::Integer => format!("  {target} = code;\n"),
-                StatusShape::Text {
-                    ok,
-                    bad_request,
-                    not_found,
-                    internal,
-                } => format!(
-                    "  {target} = code === {} ? {} : code === {} ? {} : code === {} ? {} : {};\n",
-                    codes.ok,
-                    js_str(ok),
-                    codes.not_found,
-                    js_str(not_found),
-                    codes.bad_request,
-                    js_str(bad_request),
-                    js_str(internal),
-                ),
-            },
-            Source::ErrorMessage => {
-                if r.required {
-                    let fallback = if r.nullable { "null" } else { "\"\"" };
-                    format!("  {target} = code >= 400 ? message : {fallback};\n")
-                } else {
-                    format!("  if (code >= 400) {target} = message;\n")
-                }
-            }
-            Source::OutputField { field } => {
-                let value = access("result", field);
-                if_ok(
-                    &format!("ok && {value} !== undefined"),
-                    &format!("{target} = {value};"),
-                    r.nullable.then(|| format!("{target} = null;")),
-                )
-            }
-            Source::OutputObject { fields } => {
-                // Straight-line copies: QuickJS interprets them several times faster than a
-                // loop over [to, from] pairs.
-                let mut then = String::from("const picked = {};");
-                for (to, from) in fields {
-                    let value = access("result", from);
-                    let _ = write!(
-                        then,
-                        "\n    if ({value} !== undefined) {} = {value};",
-                        access("picked", to)
-                    );
-                }
-                let _ = write!(then, "\n    {target} = picked;");
-                if_ok("ok", &then, r.nullable.then(|| format!("{target} = null;")))
-            }
-            Source::Output => if_ok(
-                "ok",
-                &format!("{target} = result;"),
-                r.nullable.then(|| format!("{target} = null;")),
-            ),
-        };
-        out.push_str(&line);
+        out.push_str(&response_field(mapping, r));
     }
     out.push_str("  return response;\n}\n\n");
+    out
+}
 
-    // handle()
-    out.push_str("function handle(request) {\n");
+/// The lines of `respond` that fill one response field from its source.
+fn response_field(mapping: &Mapping, r: &ResponseField) -> String {
+    let target = access("response", &r.field);
+    let otherwise_null = || r.nullable.then(|| format!("{target} = null;"));
+    match &r.source {
+        Source::Constant { value } => format!("  {target} = {};\n", js(value)),
+        Source::Echo { field } => {
+            let types = mapping
+                .checks
+                .iter()
+                .find(|c| &c.field == field)
+                .map(|c| c.types.clone())
+                .unwrap_or_default();
+            let value = access("request", field);
+            if r.required {
+                let types = js(&Value::Array(
+                    types.into_iter().map(Value::String).collect(),
+                ));
+                format!("  {target} = echo({value}, {types});\n")
+            } else {
+                format!("  if ({value} !== undefined) {target} = {value};\n")
+            }
+        }
+        Source::Status { shape } => status_field(&target, shape, mapping.codes),
+        Source::ErrorMessage => {
+            if r.required {
+                let fallback = if r.nullable { "null" } else { "\"\"" };
+                format!("  {target} = code >= 400 ? message : {fallback};\n")
+            } else {
+                format!("  if (code >= 400) {target} = message;\n")
+            }
+        }
+        Source::OutputField { field } => {
+            let value = access("result", field);
+            if_ok(
+                &format!("ok && {value} !== undefined"),
+                &format!("{target} = {value};"),
+                otherwise_null(),
+            )
+        }
+        Source::OutputObject { fields } => {
+            // Straight-line copies: QuickJS interprets them several times faster than a
+            // loop over [to, from] pairs.
+            let mut then = String::from("const picked = {};");
+            for (to, from) in fields {
+                let value = access("result", from);
+                let _ = write!(
+                    then,
+                    "\n    if ({value} !== undefined) {} = {value};",
+                    access("picked", to)
+                );
+            }
+            let _ = write!(then, "\n    {target} = picked;");
+            if_ok("ok", &then, otherwise_null())
+        }
+        Source::Output => if_ok("ok", &format!("{target} = result;"), otherwise_null()),
+    }
+}
+
+/// The line of `respond` that fills a status field with the outcome's code.
+fn status_field(target: &str, shape: &StatusShape, codes: StatusCodes) -> String {
+    match shape {
+        StatusShape::Object {
+            code_field,
+            message_field,
+        } => {
+            let mut parts = Vec::new();
+            if let Some(c) = code_field {
+                parts.push(format!("{}: code", literal_key(c)));
+            }
+            if let Some(m) = message_field {
+                parts.push(format!("{}: message", literal_key(m)));
+            }
+            format!("  {target} = {{ {} }};\n", parts.join(", "))
+        }
+        StatusShape::Integer => format!("  {target} = code;\n"),
+        StatusShape::Text {
+            ok,
+            bad_request,
+            not_found,
+            internal,
+        } => format!(
+            "  {target} = code === {} ? {} : code === {} ? {} : code === {} ? {} : {};\n",
+            codes.ok,
+            js_str(ok),
+            codes.not_found,
+            js_str(not_found),
+            codes.bad_request,
+            js_str(bad_request),
+            js_str(internal),
+        ),
+    }
+}
+
+/// `handle(request)`: check the request, call the capability, answer from the outcome.
+fn handle(mapping: &Mapping) -> String {
+    let codes = mapping.codes;
+    let cap = js_str(&mapping.capability);
+    let not_found_message = js_str(&format!("{} not found", mapping.entity));
+    let mut out = String::from("function handle(request) {\n");
     out.push_str("  const problem = checkRequest(request);\n");
     let _ = writeln!(
         out,

@@ -1,6 +1,6 @@
 //! [`HybridProtocolReasoner`]: the built-in protocol reasoner first, a language model only when
-//! the built-in one cannot decide; and [`build_protocol_reasoner`], which the server calls with
-//! its [`ReasonerConfig`].
+//! the built-in one cannot decide. [`crate::build_protocol_reasoner`] builds it for an `openai`
+//! [`crate::ReasonerConfig`].
 //!
 //! # Why hybrid is what an `openai` config gets
 //! The built-in reasoner is deterministic, free and instant, and for protocols whose fields
@@ -30,17 +30,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::Value;
-
-use super::{OpenAiProtocolReasoner, ReasonerConfig, ReasonerError};
-use parley_mapping::Mapping;
-
-use crate::planner::DeclaredCapability;
-use crate::protocol_reasoner::{
-    BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
-};
 use parley_anp::protocol::ProtocolDoc;
 use parley_anp::session::Verdict;
+use parley_mapping::Mapping;
+use serde_json::Value;
+
+use super::{
+    BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
+};
+use crate::planner::DeclaredCapability;
 
 /// Built-in first, `model` when the built-in backend cannot decide. See the module docs.
 #[derive(Debug, Clone)]
@@ -50,7 +48,8 @@ pub struct HybridProtocolReasoner {
 }
 
 impl HybridProtocolReasoner {
-    /// `model` is usually an [`OpenAiProtocolReasoner`]; any backend works (tests use fakes).
+    /// `model` is usually an [`OpenAiProtocolReasoner`](super::OpenAiProtocolReasoner); any
+    /// backend works (tests use fakes).
     pub fn new(model: Arc<dyn ProtocolReasoner>) -> Self {
         Self {
             builtin: BuiltinProtocolReasoner,
@@ -158,20 +157,4 @@ impl ProtocolReasoner for HybridProtocolReasoner {
     ) -> Result<Verdict, ProtocolReasonerError> {
         self.builtin.evaluate_test_cases(doc, test_cases).await
     }
-}
-
-/// The protocol reasoner for a server configuration: `builtin` → [`BuiltinProtocolReasoner`];
-/// `openai` → [`HybridProtocolReasoner`] over an [`OpenAiProtocolReasoner`] (built-in first,
-/// then the model; the module docs say why). Capabilities are passed to each call, so none are
-/// needed here. Fails only on an unusable `openai` config
-/// ([`ReasonerError::InvalidConfig`]); nothing is sent to the endpoint.
-pub fn build_protocol_reasoner(
-    config: &ReasonerConfig,
-) -> Result<Arc<dyn ProtocolReasoner>, ReasonerError> {
-    Ok(match config {
-        ReasonerConfig::Builtin => Arc::new(BuiltinProtocolReasoner),
-        ReasonerConfig::OpenAi(openai) => Arc::new(HybridProtocolReasoner::new(Arc::new(
-            OpenAiProtocolReasoner::new(openai.clone())?,
-        ))),
-    })
 }

@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use parley_capabilities::{Capabilities, Capability};
 use serde_json::{Map, Value};
 
-use super::{CapabilityCall, NlAnswer, NlRequest, Reasoner, ReasonerError};
+use super::{CapabilityCall, NlAnswer, NlRequest, Reasoner};
+use crate::ReasonerError;
 
 /// Phrases that ask what this agent can do. Matched on the lower-cased, trimmed message.
 const HELP_PHRASES: &[&str] = &[
