@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::protocol::{Fixtures, MatchMode, ProtocolDoc, TestCase};
 
@@ -102,10 +103,10 @@ pub async fn verify_cases(
 ) -> VerificationReport {
     let mut reports = Vec::with_capacity(cases.len());
     for case in cases {
-        let span = tracing::debug_span!("negotiator.verify_case", case = %case.name);
-        let _guard = span.enter();
+        let span = tracing::debug_span!("verify.case", case = %case.name);
         let outcome = runner
             .run(handler, case.request.clone(), case.fixtures.clone())
+            .instrument(span)
             .await;
         reports.push(check_case(doc, case, outcome));
     }

@@ -157,18 +157,62 @@ impl ChatClient {
         &self.config
     }
 
-    /// One chat-completions request under the configured deadline (retries included).
+    /// One chat-completions request under the configured deadline (retries included), in a
+    /// `model.call` span naming its purpose and the model, with the error's code recorded when
+    /// it fails. The request's messages are never recorded.
     pub(crate) async fn complete(
         &self,
+        purpose: Purpose,
         request: CreateChatCompletionRequest,
     ) -> Result<CreateChatCompletionResponse, ReasonerError> {
+        let span = tracing::info_span!(
+            "model.call",
+            purpose = purpose.as_str(),
+            model = %self.config.model,
+            code = tracing::field::Empty,
+        );
         let after = Duration::from_millis(self.config.timeout_ms);
-        let span = tracing::debug_span!("llm.complete", model = %self.config.model);
-        match tokio::time::timeout(after, self.client.chat().create(request).instrument(span)).await
-        {
+        let chat = self.client.chat();
+        let call = tokio::time::timeout(after, chat.create(request));
+        let result = match call.instrument(span.clone()).await {
             Err(_) => Err(ReasonerError::Timeout { after }),
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) => Err(map_error(e, after)),
+        };
+        if let Err(e) = &result {
+            span.record("code", e.code());
+        }
+        result
+    }
+}
+
+/// Why a model is called: the `purpose` of its `model.call` span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// One request of a natural-language answer (a tool round is one more).
+    Answer,
+    /// Accept, counter or reject a proposed protocol.
+    Evaluate,
+    /// The handler of an agreed protocol.
+    GenerateHandler,
+    /// A corrected handler after a failure.
+    FixHandler,
+    /// A requester's first protocol document.
+    Draft,
+    /// Accept, counter or reject proposed test cases.
+    EvaluateTestCases,
+}
+
+impl Purpose {
+    /// The span field's value: the name of the operation that makes the call.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Answer => "answer",
+            Purpose::Evaluate => "evaluate",
+            Purpose::GenerateHandler => "generate_handler",
+            Purpose::FixHandler => "fix_handler",
+            Purpose::Draft => "draft",
+            Purpose::EvaluateTestCases => "evaluate_test_cases",
         }
     }
 }

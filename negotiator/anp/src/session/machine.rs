@@ -126,7 +126,7 @@ impl Core {
         reason: NegotiationError,
         send: Option<MetaMessage>,
     ) -> Step {
-        tracing::debug!(code = reason.code(), "negotiator.session ended");
+        tracing::debug!(code = reason.code(), "session ended");
         self.phase = SessionPhase::Closed {
             code: reason.code().to_owned(),
         };

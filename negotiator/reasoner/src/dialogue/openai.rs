@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::{CapabilityCall, NlAnswer, NlRequest, Reasoner, Speaker};
 use crate::ReasonerError;
-use crate::chat::{ChatClient, OpenAiConfig, system, user};
+use crate::chat::{ChatClient, OpenAiConfig, Purpose, system, user};
 
 /// The `openai` dialogue backend. See the module docs.
 pub struct OpenAiReasoner {
@@ -93,7 +93,7 @@ impl OpenAiReasoner {
             temperature: config.temperature,
             ..Default::default()
         };
-        self.chat.complete(request).await
+        self.chat.complete(Purpose::Answer, request).await
     }
 
     /// Runs one tool call and returns the tool message content sent back to the model.

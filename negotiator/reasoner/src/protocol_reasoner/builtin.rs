@@ -18,7 +18,9 @@ use parley_mapping::Mapping;
 use serde_json::Value;
 
 use super::counter::counter_proposal;
-use super::{Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError};
+use super::{
+    Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError, traced_evaluation,
+};
 use crate::planner::{self, DeclaredCapability, Gap};
 use crate::schema::properties;
 use crate::{draft, handler_gen};
@@ -114,7 +116,10 @@ impl ProtocolReasoner for BuiltinProtocolReasoner {
         doc: &ProtocolDoc,
         capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError> {
-        Ok(self.evaluate_sync(doc, capabilities))
+        traced_evaluation(self.backend(), doc, async {
+            Ok(self.evaluate_sync(doc, capabilities))
+        })
+        .await
     }
 
     async fn generate_handler(

@@ -37,6 +37,7 @@ use serde_json::Value;
 
 use super::{
     BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
+    traced_evaluation,
 };
 use crate::planner::DeclaredCapability;
 
@@ -79,16 +80,19 @@ impl ProtocolReasoner for HybridProtocolReasoner {
         doc: &ProtocolDoc,
         capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError> {
-        match self.builtin.evaluate_sync(doc, capabilities) {
-            Evaluation::Reject { .. } => {
-                tracing::debug!(
-                    model = self.model.backend(),
-                    "built-in reasoner rejects the protocol; asking the model"
-                );
-                self.model.evaluate(doc, capabilities).await
+        traced_evaluation(self.backend(), doc, async {
+            match self.builtin.evaluate_sync(doc, capabilities) {
+                Evaluation::Reject { .. } => {
+                    tracing::debug!(
+                        model = self.model.backend(),
+                        "built-in reasoner rejects the protocol; asking the model"
+                    );
+                    self.model.evaluate(doc, capabilities).await
+                }
+                decided => Ok(decided),
             }
-            decided => Ok(decided),
-        }
+        })
+        .await
     }
 
     async fn generate_handler(

@@ -23,10 +23,12 @@ mod hybrid;
 mod openai;
 
 use std::fmt::Debug;
+use std::future::Future;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use parley_anp::protocol::{ProtocolDoc, ProtocolError};
 use parley_anp::session::Verdict;
@@ -58,6 +60,15 @@ pub enum Evaluation {
 }
 
 impl Evaluation {
+    /// `accept`, `counter` or `reject` (the serde tag).
+    pub fn decision(&self) -> &'static str {
+        match self {
+            Evaluation::Accept { .. } => "accept",
+            Evaluation::Counter { .. } => "counter",
+            Evaluation::Reject { .. } => "reject",
+        }
+    }
+
     /// The session verdict for this evaluation.
     pub fn verdict(&self) -> Verdict {
         match self {
@@ -190,4 +201,27 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
         doc: &ProtocolDoc,
         test_cases: &str,
     ) -> Result<Verdict, ProtocolReasonerError>;
+}
+
+/// Runs one backend's evaluation of `doc` in a `reasoner.evaluate` span: the backend, the
+/// protocol's hash, and once it is known the decision (or the error's code). A hybrid's
+/// evaluation holds the span of the backend it asks.
+pub(crate) async fn traced_evaluation(
+    backend: &'static str,
+    doc: &ProtocolDoc,
+    evaluation: impl Future<Output = Result<Evaluation, ProtocolReasonerError>>,
+) -> Result<Evaluation, ProtocolReasonerError> {
+    let span = tracing::info_span!(
+        "reasoner.evaluate",
+        backend,
+        protocol = %doc.hash(),
+        decision = tracing::field::Empty,
+        code = tracing::field::Empty,
+    );
+    let result = evaluation.instrument(span.clone()).await;
+    match &result {
+        Ok(evaluation) => span.record("decision", evaluation.decision()),
+        Err(e) => span.record("code", e.code()),
+    };
+    result
 }

@@ -38,9 +38,11 @@
 //! OpenAI-compatible servers ignore `response_format`, and the fence is the usual way models
 //! then format JSON. Nothing else is repaired.
 //!
-//! # Logging
-//! Prompts, answers and protocol texts are never logged; at `debug` only the operation, the
-//! model, the duration and the outcome's code.
+//! # Tracing
+//! Every request is a `model.call` span (its purpose, the model, the error's code when it
+//! fails), and [`evaluate`](ProtocolReasoner::evaluate) a `reasoner.evaluate` span around it.
+//! Prompts, answers and protocol texts are never logged; at `debug` one event per request
+//! gives the operation, the model, the duration and the outcome's code.
 
 mod answers;
 mod prompts;
@@ -61,9 +63,11 @@ use self::answers::{
     json_object, validate_draft, validate_evaluation, validate_handler, validate_test_cases_verdict,
 };
 use self::prompts::Prompt;
-use super::{Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError};
+use super::{
+    Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError, traced_evaluation,
+};
 use crate::ReasonerError;
-use crate::chat::{ChatClient, OpenAiConfig, system, user};
+use crate::chat::{ChatClient, OpenAiConfig, Purpose, system, user};
 use crate::planner::DeclaredCapability;
 
 /// The `openai` protocol backend. See the module docs for its prompts, validation and budget.
@@ -98,7 +102,7 @@ impl OpenAiProtocolReasoner {
     /// One JSON-mode request; the answer's top-level object.
     async fn ask_json(
         &self,
-        operation: &'static str,
+        purpose: Purpose,
         prompt: Prompt,
     ) -> Result<Map<String, Value>, ProtocolReasonerError> {
         let config = self.chat.config();
@@ -112,9 +116,9 @@ impl OpenAiProtocolReasoner {
         // Counted before sending: a failed request costs as much as a good one.
         self.calls.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        let result = self.answer_object(request).await;
+        let result = self.answer_object(purpose, request).await;
         tracing::debug!(
-            operation,
+            operation = purpose.as_str(),
             model = %config.model,
             ms = started.elapsed().as_millis() as u64,
             code = result.as_ref().err().map(ProtocolReasonerError::code),
@@ -125,9 +129,10 @@ impl OpenAiProtocolReasoner {
 
     async fn answer_object(
         &self,
+        purpose: Purpose,
         request: CreateChatCompletionRequest,
     ) -> Result<Map<String, Value>, ProtocolReasonerError> {
-        let response = self.chat.complete(request).await?;
+        let response = self.chat.complete(purpose, request).await?;
         let message = response
             .choices
             .into_iter()
@@ -148,11 +153,11 @@ impl OpenAiProtocolReasoner {
     /// Generation and fixing share the system prompt, the answer and its validation.
     async fn handler(
         &self,
-        operation: &'static str,
+        purpose: Purpose,
         prompt: Prompt,
         capabilities: &[DeclaredCapability],
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
-        let answer = self.ask_json(operation, prompt).await?;
+        let answer = self.ask_json(purpose, prompt).await?;
         Ok(validate_handler(&answer, capabilities)?)
     }
 }
@@ -172,16 +177,19 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
         doc: &ProtocolDoc,
         capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError> {
-        if capabilities.is_empty() {
-            // Nothing to serve with: no need to ask.
-            return Ok(Evaluation::Reject {
-                reason: "this provider declares no capabilities".into(),
-            });
-        }
-        let answer = self
-            .ask_json("evaluate", prompts::evaluate(doc, capabilities))
-            .await?;
-        Ok(validate_evaluation(&answer, doc, capabilities)?)
+        traced_evaluation(self.backend(), doc, async {
+            if capabilities.is_empty() {
+                // Nothing to serve with: no need to ask.
+                return Ok(Evaluation::Reject {
+                    reason: "this provider declares no capabilities".into(),
+                });
+            }
+            let answer = self
+                .ask_json(Purpose::Evaluate, prompts::evaluate(doc, capabilities))
+                .await?;
+            Ok(validate_evaluation(&answer, doc, capabilities)?)
+        })
+        .await
     }
 
     async fn generate_handler(
@@ -191,7 +199,8 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         let prompt = prompts::generate(doc, capabilities, mapping);
-        self.handler("generate_handler", prompt, capabilities).await
+        self.handler(Purpose::GenerateHandler, prompt, capabilities)
+            .await
     }
 
     /// Sends the failure description and the failing source back to the model (one call). An
@@ -205,7 +214,9 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
         failure: &str,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         let prompt = prompts::fix(doc, capabilities, previous, failure);
-        let fixed = self.handler("fix_handler", prompt, capabilities).await?;
+        let fixed = self
+            .handler(Purpose::FixHandler, prompt, capabilities)
+            .await?;
         if fixed.source.trim() == previous.source.trim() {
             return Err(ProtocolReasonerError::CannotFix {
                 failure: failure.to_owned(),
@@ -226,7 +237,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
             ));
         }
         let prompt = prompts::draft(requirement, input_schema, output_schema);
-        let answer = self.ask_json("draft", prompt).await?;
+        let answer = self.ask_json(Purpose::Draft, prompt).await?;
         Ok(validate_draft(&answer)?)
     }
 
@@ -250,7 +261,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
             }
         }
         let prompt = prompts::test_cases(doc, test_cases);
-        let answer = self.ask_json("evaluate_test_cases", prompt).await?;
+        let answer = self.ask_json(Purpose::EvaluateTestCases, prompt).await?;
         Ok(validate_test_cases_verdict(&answer)?)
     }
 }
