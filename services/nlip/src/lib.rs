@@ -2,9 +2,10 @@
 //!
 //! # Layout
 //! - [`message`]: [`Message`], [`Submessage`], [`Format`], [`Content`], token kinds.
-//! - [`validate`]: the format/subformat rules of §5.3, with [`ValidationError`]s that name
+//! - [`validate`](mod@validate): the format/subformat rules of §5.3, with [`ValidationError`]s that name
 //!   the field, the problem and what is allowed.
-//! - [`codec`]: JSON and CBOR (ECMA-432) decoding and canonical encoding.
+//! - [`codec`]: JSON and CBOR (ECMA-432) decoding, one single-pass reader per encoding that
+//!   shares its field checks with the other, and canonical encoding, one writer per encoding.
 //! - [`exchange`]: the mandatory exchanges of §6 (token echo, control replies) and the
 //!   shape of NLIP error messages.
 //!

@@ -164,29 +164,14 @@ fn check_part(
             }
         }
         Format::Binary => {
-            let Some((kind, encoding)) = sub.split_once('/') else {
-                return bad_subformat("is not of the form <content>/<encoding>");
-            };
-            if !BINARY_CONTENT_KINDS
-                .iter()
-                .any(|k| k.eq_ignore_ascii_case(kind))
-            {
-                return bad_subformat("names an unknown binary content kind");
+            if let Some(why) = binary_subformat_problem(sub) {
+                return bad_subformat(why);
             }
-            let encoding = encoding.strip_prefix('.').unwrap_or(encoding);
-            if encoding.is_empty() || encoding.chars().any(char::is_whitespace) {
-                return bad_subformat("has no encoding");
-            }
-            match content {
-                Content::Bytes(_) => {}
-                Content::Json(Value::String(s)) if content.to_bytes().is_some() || s.is_empty() => {
-                }
-                Content::Json(_) => {
-                    return Err(ValidationError::new(
-                        field("content"),
-                        "binary content must be raw bytes or a base64 string",
-                    ));
-                }
+            if !is_binary_content(content) {
+                return Err(ValidationError::new(
+                    field("content"),
+                    "binary content must be raw bytes or a base64 string",
+                ));
             }
         }
         Format::Location => {
@@ -200,6 +185,31 @@ fn check_part(
         Format::Generic | Format::Error => {}
     }
     Ok(())
+}
+
+/// What is wrong with a binary subformat, unless it is `<content>/<encoding>` (the encoding
+/// may start with a dot) with one of the [`BINARY_CONTENT_KINDS`].
+fn binary_subformat_problem(sub: &str) -> Option<&'static str> {
+    let Some((kind, encoding)) = sub.split_once('/') else {
+        return Some("is not of the form <content>/<encoding>");
+    };
+    if !BINARY_CONTENT_KINDS
+        .iter()
+        .any(|k| k.eq_ignore_ascii_case(kind))
+    {
+        return Some("names an unknown binary content kind");
+    }
+    let encoding = encoding.strip_prefix('.').unwrap_or(encoding);
+    (encoding.is_empty() || encoding.chars().any(char::is_whitespace)).then_some("has no encoding")
+}
+
+/// Binary content is raw bytes, or a base64 string (empty included).
+fn is_binary_content(content: &Content) -> bool {
+    match content {
+        Content::Bytes(_) => true,
+        Content::Json(Value::String(s)) => s.is_empty() || content.to_bytes().is_some(),
+        Content::Json(_) => false,
+    }
 }
 
 /// The field name and the kind are only formatted when the check fails: this runs on

@@ -1,7 +1,10 @@
 //! Property tests for the codecs: valid messages survive JSON → model → CBOR → model →
-//! JSON unchanged, the direct JSON writer and reader agree with serde_json's `Value`s, key
-//! capitalization does not matter, no input panics a decoder, and the CBOR reader and writer
-//! agree with ciborium's own (`ciborium::Value`), the reference they replaced.
+//! JSON unchanged, the JSON writer and reader agree with serde_json's `Value`s and the reader
+//! with the reference decoder (`reference`), key capitalization does not matter, no input
+//! panics a decoder, and the CBOR reader and writer agree with ciborium's (`ciborium::Value`).
+//! `cbor_props` holds the CBOR reader to the reference decoder.
+
+mod reference;
 
 use parley_nlip::{
     Content, DecodeError, Format, Message, Submessage, from_cbor_slice, from_json_slice,
@@ -271,10 +274,11 @@ proptest! {
         // Both from the bytes: serde_json does not read back every float exactly as written.
         let parsed: Value = serde_json::from_slice(&bytes).expect("json");
         match (from_json_slice(&bytes), from_json_value(&parsed)) {
-            (Ok(direct), Ok(generic)) => prop_assert_eq!(direct, generic),
-            (Err(DecodeError::Invalid(direct)), Err(generic)) => prop_assert_eq!(direct, generic),
-            (direct, generic) => prop_assert!(false, "{value}: {direct:?} but {generic:?}"),
+            (Ok(from_bytes), Ok(from_value)) => prop_assert_eq!(from_bytes, from_value),
+            (Err(DecodeError::Invalid(from_bytes)), Err(from_value)) => prop_assert_eq!(from_bytes, from_value),
+            (from_bytes, from_value) => prop_assert!(false, "{value}: {from_bytes:?} but {from_value:?}"),
         }
+        prop_assert_eq!(from_json_value(&parsed), reference::decode(&parsed), "{}", value);
     }
 
     #[test]
@@ -311,11 +315,13 @@ proptest! {
             cbor[at] = b;
         }
         same_as_ciborium(&cbor)?;
+        prop_assert_eq!(reference::cbor_disagreement(&cbor), None);
     }
 
     #[test]
     fn random_bytes_are_read_as_ciborium_reads_them(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
         same_as_ciborium(&bytes)?;
+        prop_assert_eq!(reference::cbor_disagreement(&bytes), None);
     }
 
     #[test]

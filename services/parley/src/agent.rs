@@ -328,15 +328,19 @@ impl Agent {
             else {
                 continue;
             };
-            match self.store.upload_meta(id).await? {
-                Some(meta) => found.push(format!(
+            match self.store.upload_meta(id).await {
+                Ok(Some(meta)) => found.push(format!(
                     "{} ({} bytes, {}{})",
                     meta.id,
                     meta.size,
                     meta.content_type,
                     meta.filename.map(|f| format!(", {f}")).unwrap_or_default()
                 )),
-                None => return Err(ApiError::UnknownUpload(id.to_owned())),
+                // An id that is not a SHA-256 names no upload either.
+                Ok(None) | Err(StoreError::Invalid(_)) => {
+                    return Err(ApiError::UnknownUpload(id.to_owned()));
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(found)

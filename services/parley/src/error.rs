@@ -18,8 +18,12 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("unknown conversation {0:?}; send the message without this token to start a new one")]
     UnknownConversation(String),
+    /// A message refers to an upload that does not exist: the message cannot be processed.
     #[error("unknown upload {0:?}; upload the content first")]
     UnknownUpload(String),
+    /// The upload asked for (`GET /uploads/{id}`) does not exist: the resource is not there.
+    #[error("unknown upload {0:?}; upload the content first")]
+    UploadNotFound(String),
     #[error("the request took longer than {0} ms")]
     Timeout(u64),
     #[error("the request body did not arrive within {0} ms")]
@@ -44,6 +48,17 @@ pub enum ApiError {
     Negotiation { code: String, message: String },
     #[error("the reasoner failed: {message}")]
     Reasoner { code: String, message: String },
+    /// A row the request needs does not exist (the store's `NotFound`).
+    #[error("not found: {0}")]
+    Missing(String),
+    /// The request lost a race with another one, or contradicts what is stored (the store's
+    /// `Conflict`): the same request may succeed when sent again.
+    #[error("conflict: {0}; send the message again")]
+    Conflict(String),
+    /// The store refuses what the request carries (the store's `Invalid`: U+0000 in a text, an
+    /// empty content type, a malformed id).
+    #[error("the content cannot be stored: {0}")]
+    Unstorable(String),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -62,7 +77,7 @@ impl ApiError {
             ApiError::TooLarge { .. } => "message_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::UnknownConversation(_) => "unknown_conversation",
-            ApiError::UnknownUpload(_) => "unknown_upload",
+            ApiError::UnknownUpload(_) | ApiError::UploadNotFound(_) => "unknown_upload",
             ApiError::Timeout(_) => "timeout",
             ApiError::SlowBody(_) => "request_timeout",
             ApiError::RateLimited => "rate_limited",
@@ -73,6 +88,9 @@ impl ApiError {
             ApiError::InvalidProtocolMessage(_) => "invalid_request",
             ApiError::Handler { code, .. } | ApiError::Negotiation { code, .. } => code,
             ApiError::Reasoner { code, .. } => code,
+            ApiError::Missing(_) => "not_found",
+            ApiError::Conflict(_) => "conflict",
+            ApiError::Unstorable(_) => "invalid_content",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -85,8 +103,12 @@ impl ApiError {
             | ApiError::UnknownUpload(_)
             | ApiError::BadProtocolToken(_)
             | ApiError::InvalidProtocolMessage(_)
-            | ApiError::Negotiation { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::UnknownProtocol(_) => StatusCode::NOT_FOUND,
+            | ApiError::Negotiation { .. }
+            | ApiError::Unstorable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::UnknownProtocol(_) | ApiError::UploadNotFound(_) | ApiError::Missing(_) => {
+                StatusCode::NOT_FOUND
+            }
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Handler { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -101,10 +123,15 @@ impl ApiError {
     }
 
     /// The error's NLIP form. Internal errors are logged here, once, with their cause
-    /// chain, and reach the peer only as an opaque message.
+    /// chain, and reach the peer only as an opaque message; what the store refused is an
+    /// answer to the peer, logged at debug.
     pub fn to_info(&self) -> ErrorInfo {
-        if let ApiError::Internal(e) = self {
-            tracing::error!(error = format!("{e:#}"), "internal error");
+        match self {
+            ApiError::Internal(e) => tracing::error!(error = format!("{e:#}"), "internal error"),
+            ApiError::Missing(_) | ApiError::Conflict(_) | ApiError::Unstorable(_) => {
+                tracing::debug!(code = self.code(), error = %self, "the store refused the request");
+            }
+            _ => {}
         }
         let info = ErrorInfo::new(self.code(), self.to_string());
         match self {
@@ -124,8 +151,103 @@ impl From<DecodeError> for ApiError {
     }
 }
 
+/// What the store decided reaches the peer as its own error; a database that failed is an
+/// internal error.
 impl From<parley_store::StoreError> for ApiError {
     fn from(e: parley_store::StoreError) -> Self {
-        ApiError::internal(e)
+        use parley_store::StoreError;
+        match e {
+            StoreError::NotFound { what } => ApiError::Missing(what),
+            StoreError::Conflict { what } => ApiError::Conflict(what),
+            StoreError::Invalid(why) => ApiError::Unstorable(why),
+            StoreError::Unavailable(_) | StoreError::Database(_) | StoreError::Migrate(_) => {
+                ApiError::internal(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use parley_store::StoreError;
+    use tracing::{Event, Level, Subscriber};
+    use tracing_subscriber::Registry;
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+
+    use super::*;
+
+    /// The levels of the events emitted while it is the default subscriber.
+    #[derive(Debug, Clone, Default)]
+    struct Levels(Arc<Mutex<Vec<Level>>>);
+
+    impl<S: Subscriber> Layer<S> for Levels {
+        fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .push(*event.metadata().level());
+        }
+    }
+
+    /// Renders `error` as a peer sees it; returns its code, status and the levels logged.
+    fn rendered(error: ApiError) -> (String, u16, Vec<Level>) {
+        let levels = Levels::default();
+        let _guard = tracing::subscriber::set_default(Registry::default().with(levels.clone()));
+        let info = error.to_info();
+        let logged = levels.0.lock().expect("not poisoned").clone();
+        (info.code, error.status().as_u16(), logged)
+    }
+
+    #[test]
+    fn what_the_store_decided_reaches_the_peer_as_its_own_error_logged_at_debug() {
+        let cases = [
+            (
+                StoreError::NotFound {
+                    what: "conversation c".into(),
+                },
+                "not_found",
+                404,
+            ),
+            (
+                StoreError::Conflict {
+                    what: "a stale version".into(),
+                },
+                "conflict",
+                409,
+            ),
+            (
+                StoreError::Invalid("message contains U+0000".into()),
+                "invalid_content",
+                422,
+            ),
+        ];
+        for (store_error, code, status) in cases {
+            let (rendered_code, rendered_status, logged) = rendered(store_error.into());
+            assert_eq!((rendered_code.as_str(), rendered_status), (code, status));
+            assert_eq!(logged, [Level::DEBUG], "{code}");
+        }
+    }
+
+    #[test]
+    fn an_internal_error_is_logged_as_an_error_and_stays_opaque() {
+        let (code, status, logged) = rendered(ApiError::internal(anyhow::anyhow!("disk on fire")));
+        assert_eq!((code.as_str(), status), ("internal", 500));
+        assert_eq!(logged, [Level::ERROR]);
+    }
+
+    #[test]
+    fn an_upload_asked_for_is_a_404_and_one_referred_to_a_422() {
+        let asked = ApiError::UploadNotFound("x".into());
+        let referred = ApiError::UnknownUpload("x".into());
+        assert_eq!(
+            (asked.code(), asked.status().as_u16()),
+            ("unknown_upload", 404)
+        );
+        assert_eq!(
+            (referred.code(), referred.status().as_u16()),
+            ("unknown_upload", 422)
+        );
     }
 }

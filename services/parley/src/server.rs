@@ -20,6 +20,7 @@ use futures::FutureExt as _;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parley_nlip::Message;
+use parley_store::StoreError;
 use serde::Deserialize;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -807,7 +808,10 @@ async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Re
                 .unwrap_or(HeaderValue::from_static("application/octet-stream"));
             (StatusCode::OK, [(header::CONTENT_TYPE, ct)], upload.bytes).into_response()
         }
-        Ok(None) => error_response(Encoding::Json, ApiError::UnknownUpload(id)).into_response(),
+        // An id that is not a SHA-256 names no upload either.
+        Ok(None) | Err(StoreError::Invalid(_)) => {
+            error_response(Encoding::Json, ApiError::UploadNotFound(id)).into_response()
+        }
         Err(e) => error_response(Encoding::Json, e.into()).into_response(),
     }
 }

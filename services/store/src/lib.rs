@@ -11,12 +11,12 @@
 //!   front of either backend so the two cannot differ in what they accept.
 //! - [`model`]: the records as plain Rust values (`serde_json::Value` for messages and state).
 //! - `rows`: `FromRow` structs shared by both backends, column lists, and the TEXT/UUID encodings.
-//! - `sql.rs`: the one implementation of [`Store`] both backends share (`$n` placeholders),
-//!   compiled as a child module of each backend.
+//! - `sql/`: the one implementation of [`Store`] both backends share (`$n` placeholders),
+//!   compiled as a child module of each backend; one file of queries per group of tables.
 //! - `sqlite`, `postgres`: how each backend connects, and the three kinds of transaction the shared
 //!   queries run in (write, one-snapshot read, handler activation).
-//! - [`StoreError`]: `NotFound`, `Conflict`, `Invalid` for callers to act on; `Database` and
-//!   `Migrate` opaque.
+//! - [`StoreError`]: `NotFound`, `Conflict`, `Invalid` and `Unavailable` for callers to act on;
+//!   the driver's error is an opaque [`BackendError`] source.
 //! - `testing` (feature `testing`): isolated databases for other crates' integration tests.
 //! - Migrations live in `migrations/sqlite` and `migrations/postgres` at the workspace root, one
 //!   table per file with the same names on both sides, embedded with `sqlx::migrate!` and applied by
@@ -38,6 +38,8 @@
 //!   index), consecutive log sequence numbers (primary key + counter row), an accepted negotiation
 //!   names its protocol (CHECK), every enumeration is a CHECKed closed set.
 //! - **Migrations are never edited once applied**; a change is a new numbered file on both sides.
+//! - **Operations are traced, data is not**: each runs in a `store.<operation>` span (debug level)
+//!   whose one field is the backend's name; no message, state or value reaches a span or a log.
 
 mod checked;
 mod error;
@@ -52,8 +54,9 @@ pub mod testing;
 use std::sync::Arc;
 
 use checked::Checked;
+use tracing::Instrument as _;
 
-pub use error::StoreError;
+pub use error::{BackendError, StoreError};
 pub use model::{
     Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, Negotiation,
     NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation,
@@ -71,13 +74,15 @@ pub use store::{MAX_PAGE, Store, StoreOptions, sha256_hex};
 /// an applied migration was edited since.
 pub async fn connect(url: &str, opts: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
     if url.starts_with("sqlite:") {
-        Ok(Arc::new(Checked(
-            sqlite::SqliteStore::connect(url, &opts).await?,
-        )))
+        let store = sqlite::SqliteStore::connect(url, &opts)
+            .instrument(tracing::debug_span!("store.connect", backend = "sqlite"))
+            .await?;
+        Ok(Arc::new(Checked(store)))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(Checked(
-            postgres::PgStore::connect(url, &opts).await?,
-        )))
+        let store = postgres::PgStore::connect(url, &opts)
+            .instrument(tracing::debug_span!("store.connect", backend = "postgres"))
+            .await?;
+        Ok(Arc::new(Checked(store)))
     } else {
         // Only the scheme is echoed: the rest of a URL may hold a password.
         let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);

@@ -1,7 +1,7 @@
 //! The PostgreSQL implementation: for deployments that run several Parley instances or want a
 //! managed database.
 //!
-//! The queries are shared with SQLite (`sql.rs`); this file connects and provides the transactions
+//! The queries are shared with SQLite (`sql/`); this file connects and provides the transactions
 //! they run in. PostgreSQL specifics, decided here:
 //! * Default isolation (READ COMMITTED). Sequence numbers come from `UPDATE … RETURNING` on the
 //!   owner row, whose row lock queues concurrent appends; a waiting update re-reads the committed
@@ -18,6 +18,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
+use crate::error::SqlError;
 use crate::rows::DbUuid;
 use crate::{StoreError, StoreOptions};
 
@@ -31,7 +32,7 @@ pub(crate) struct PgStore {
 impl PgStore {
     /// Connects the pool and migrates the database (sqlx holds an advisory lock while migrating, so
     /// instances starting together do not race).
-    pub(crate) async fn connect(url: &str, opts: &StoreOptions) -> Result<Self, StoreError> {
+    pub(crate) async fn connect(url: &str, opts: &StoreOptions) -> Result<Self, SqlError> {
         // The parse error is not echoed: it could quote a URL holding a password.
         let connect_options = PgConnectOptions::from_str(url)
             .map_err(|_| StoreError::Invalid("bad PostgreSQL URL".into()))?;
@@ -41,17 +42,17 @@ impl PgStore {
             .connect_with(connect_options)
             .await?;
         MIGRATOR.run(&pool).await?;
-        tracing::debug!(backend = "postgres", "store.connect");
+        tracing::debug!("connected and migrated");
         Ok(Self { pool })
     }
 
     /// A read-write transaction; row locks taken by its statements do the serialising.
-    async fn write_tx(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+    async fn write_tx(&self) -> Result<Transaction<'static, Postgres>, SqlError> {
         Ok(self.pool.begin().await?)
     }
 
     /// One snapshot for every statement.
-    async fn read_tx(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+    async fn read_tx(&self) -> Result<Transaction<'static, Postgres>, SqlError> {
         Ok(self
             .pool
             .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -59,7 +60,7 @@ impl PgStore {
     }
 
     /// A write transaction holding the handler's protocol row `FOR NO KEY UPDATE`.
-    async fn activation_tx(&self, id: Uuid) -> Result<Transaction<'static, Postgres>, StoreError> {
+    async fn activation_tx(&self, id: Uuid) -> Result<Transaction<'static, Postgres>, SqlError> {
         let mut tx = self.write_tx().await?;
         // A handler's protocol never changes, so it can be read before taking the lock.
         let hash =
@@ -76,13 +77,13 @@ impl PgStore {
     }
 }
 
-/// The store type and name the shared queries (`sql.rs`) are implemented for here.
+/// The store type and name the shared queries (`sql/`) are implemented for here.
 type SqlStore = PgStore;
 /// The database the shared queries run on here.
 type Db = Postgres;
 const BACKEND_NAME: &str = "postgres";
 
-#[path = "sql.rs"]
+#[path = "sql/mod.rs"]
 #[allow(
     clippy::duplicate_mod,
     reason = "one implementation, compiled for each backend"

@@ -20,48 +20,63 @@ use crate::model::{
     NegotiationStatus, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
-/// The closed sets are TEXT columns on both backends; encode and decode them through `&str` so a
-/// value outside the set fails loudly at decode time (the CHECK constraints make that a corruption).
-macro_rules! text_column {
+/// A closed set stored as a TEXT column on both backends (the model's enumerations).
+pub(crate) trait TextEnum: Copy + std::str::FromStr<Err = String> {
+    fn as_text(self) -> &'static str;
+}
+
+macro_rules! text_enum {
     ($($ty:ty),+) => {$(
-        impl<DB: Database> Type<DB> for $ty
-        where
-            str: Type<DB>,
-        {
-            fn type_info() -> DB::TypeInfo {
-                <str as Type<DB>>::type_info()
-            }
-
-            fn compatible(ty: &DB::TypeInfo) -> bool {
-                <str as Type<DB>>::compatible(ty)
-            }
-        }
-
-        impl<'q, DB: Database> Encode<'q, DB> for $ty
-        where
-            &'q str: Encode<'q, DB>,
-        {
-            fn encode_by_ref(
-                &self,
-                buf: &mut <DB as Database>::ArgumentBuffer<'q>,
-            ) -> Result<IsNull, BoxDynError> {
-                <&'q str as Encode<'q, DB>>::encode(self.as_str(), buf)
-            }
-        }
-
-        impl<'r, DB: Database> Decode<'r, DB> for $ty
-        where
-            &'r str: Decode<'r, DB>,
-        {
-            fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
-                let text = <&'r str as Decode<'r, DB>>::decode(value)?;
-                Ok(text.parse::<$ty>()?)
+        impl TextEnum for $ty {
+            fn as_text(self) -> &'static str {
+                self.as_str()
             }
         }
     )+};
 }
 
-text_column!(Direction, Role, NegotiationStatus, HandlerState);
+text_enum!(Direction, Role, NegotiationStatus, HandlerState);
+
+/// A closed set as a column: encoded and decoded through `&str`, so a value outside the set fails
+/// loudly at decode time (the CHECK constraints make that a corruption). A wrapper rather than
+/// sqlx impls on the model types keeps sqlx out of the public API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Text<T>(pub T);
+
+impl<DB: Database, T> Type<DB> for Text<T>
+where
+    str: Type<DB>,
+{
+    fn type_info() -> DB::TypeInfo {
+        <str as Type<DB>>::type_info()
+    }
+
+    fn compatible(ty: &DB::TypeInfo) -> bool {
+        <str as Type<DB>>::compatible(ty)
+    }
+}
+
+impl<'q, DB: Database, T: TextEnum> Encode<'q, DB> for Text<T>
+where
+    &'q str: Encode<'q, DB>,
+{
+    fn encode_by_ref(
+        &self,
+        buf: &mut <DB as Database>::ArgumentBuffer<'q>,
+    ) -> Result<IsNull, BoxDynError> {
+        <&'q str as Encode<'q, DB>>::encode(self.0.as_text(), buf)
+    }
+}
+
+impl<'r, DB: Database, T: TextEnum> Decode<'r, DB> for Text<T>
+where
+    &'r str: Decode<'r, DB>,
+{
+    fn decode(value: <DB as Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+        let text = <&'r str as Decode<'r, DB>>::decode(value)?;
+        Ok(Self(text.parse::<T>()?))
+    }
+}
 
 /// A UUID column: native `UUID` on PostgreSQL, hyphenated TEXT on SQLite (sqlx's SQLite default is
 /// a 16-byte BLOB, unreadable for an operator poking at the file with `sqlite3`).
@@ -141,7 +156,7 @@ impl From<ConversationRow> for Conversation {
 #[derive(Debug, FromRow)]
 pub(crate) struct MessageRow {
     seq: i64,
-    direction: Direction,
+    direction: Text<Direction>,
     message: Value,
     created_at: DateTime<Utc>,
 }
@@ -150,7 +165,7 @@ impl From<MessageRow> for LoggedMessage {
     fn from(row: MessageRow) -> Self {
         Self {
             seq: row.seq,
-            direction: row.direction,
+            direction: row.direction.0,
             message: row.message,
             created_at: row.created_at,
         }
@@ -216,7 +231,7 @@ pub(crate) struct AgreementRow {
     peer: String,
     peer_url: Option<String>,
     protocol_hash: String,
-    role: Role,
+    role: Text<Role>,
     agreed_at: DateTime<Utc>,
     last_agreed_at: DateTime<Utc>,
 }
@@ -227,7 +242,7 @@ impl From<AgreementRow> for Agreement {
             peer: row.peer,
             peer_url: row.peer_url,
             protocol_hash: row.protocol_hash,
-            role: row.role,
+            role: row.role.0,
             agreed_at: row.agreed_at,
             last_agreed_at: row.last_agreed_at,
         }
@@ -238,9 +253,9 @@ impl From<AgreementRow> for Agreement {
 pub(crate) struct NegotiationRow {
     id: DbUuid,
     conversation_id: String,
-    role: Role,
+    role: Text<Role>,
     peer: String,
-    status: NegotiationStatus,
+    status: Text<NegotiationStatus>,
     protocol_hash: Option<String>,
     rounds: i64,
     last_seq: i64,
@@ -254,9 +269,9 @@ impl From<NegotiationRow> for Negotiation {
         Self {
             id: row.id.0,
             conversation_id: row.conversation_id,
-            role: row.role,
+            role: row.role.0,
             peer: row.peer,
-            status: row.status,
+            status: row.status.0,
             protocol_hash: row.protocol_hash,
             rounds: row.rounds,
             message_count: row.last_seq,
@@ -278,7 +293,7 @@ pub(crate) struct HandlerRow {
     verification: Option<Value>,
     verification_passed: Option<bool>,
     verified_at: Option<DateTime<Utc>>,
-    state: HandlerState,
+    state: Text<HandlerState>,
     /// The exact JSON text (see `Store::attach_compiled`).
     compiled: Option<String>,
     created_at: DateTime<Utc>,
@@ -288,14 +303,14 @@ pub(crate) struct HandlerRow {
 
 impl HandlerRow {
     pub(crate) fn state(&self) -> HandlerState {
-        self.state
+        self.state.0
     }
 
     /// Which handlers may become active: verified candidates, retired handlers (a rollback), and
     /// the active one itself (a no-op).
     pub(crate) fn check_activatable(&self) -> Result<(), StoreError> {
         let id = self.id.0;
-        match self.state {
+        match self.state.0 {
             HandlerState::Active => Ok(()),
             HandlerState::Failed => Err(StoreError::conflict(format!(
                 "handler {id} failed verification and cannot be activated"
@@ -329,7 +344,7 @@ impl From<HandlerRow> for Handler {
             verification: row.verification,
             verification_passed: row.verification_passed,
             verified_at: row.verified_at,
-            state: row.state,
+            state: row.state.0,
             // Written by `attach_compiled` from a `Value`, and checked as a JSON object by the
             // schema, so it parses.
             compiled: row

@@ -1,6 +1,6 @@
 //! The SQLite implementation: the embedded default.
 //!
-//! The queries are shared with PostgreSQL (`sql.rs`); this file connects and provides the
+//! The queries are shared with PostgreSQL (`sql/`); this file connects and provides the
 //! transactions they run in. SQLite specifics, decided here:
 //! * WAL journal: readers never block the writer and vice versa; `synchronous = NORMAL`, which is
 //!   durable across application crashes in WAL mode (a power cut may lose the last commits).
@@ -17,6 +17,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use uuid::Uuid;
 
+use crate::error::{BackendError, SqlError};
 use crate::{StoreError, StoreOptions};
 
 static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -28,7 +29,7 @@ pub(crate) struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (and with `mode=rwc` creates, parent directory included) the database and migrates it.
-    pub(crate) async fn connect(url: &str, opts: &StoreOptions) -> Result<Self, StoreError> {
+    pub(crate) async fn connect(url: &str, opts: &StoreOptions) -> Result<Self, SqlError> {
         let connect_options = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::Invalid(format!("bad SQLite URL: {e}")))?
             .journal_mode(SqliteJournalMode::Wal)
@@ -43,7 +44,7 @@ impl SqliteStore {
             && !parent.as_os_str().is_empty()
         {
             std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+                .map_err(|e| StoreError::Database(BackendError::new(e)))?;
         }
 
         let mut pool_options = SqlitePoolOptions::new()
@@ -60,22 +61,22 @@ impl SqliteStore {
         }
         let pool = pool_options.connect_with(connect_options).await?;
         MIGRATOR.run(&pool).await?;
-        tracing::debug!(backend = "sqlite", "store.connect");
+        tracing::debug!("connected and migrated");
         Ok(Self { pool })
     }
 
     /// A transaction holding the write lock from its first statement (see the module docs).
-    async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+    async fn write_tx(&self) -> Result<Transaction<'static, Sqlite>, SqlError> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     /// A deferred transaction: in WAL mode its statements read one snapshot.
-    async fn read_tx(&self) -> Result<Transaction<'static, Sqlite>, StoreError> {
+    async fn read_tx(&self) -> Result<Transaction<'static, Sqlite>, SqlError> {
         Ok(self.pool.begin().await?)
     }
 
     /// A write transaction: `BEGIN IMMEDIATE` serialises it with every other writer.
-    async fn activation_tx(&self, _id: Uuid) -> Result<Transaction<'static, Sqlite>, StoreError> {
+    async fn activation_tx(&self, _id: Uuid) -> Result<Transaction<'static, Sqlite>, SqlError> {
         self.write_tx().await
     }
 }
@@ -89,13 +90,13 @@ fn query_has(url: &str, key: &str, value: &str) -> bool {
     })
 }
 
-/// The store type and name the shared queries (`sql.rs`) are implemented for here.
+/// The store type and name the shared queries (`sql/`) are implemented for here.
 type SqlStore = SqliteStore;
 /// The database the shared queries run on here.
 type Db = Sqlite;
 const BACKEND_NAME: &str = "sqlite";
 
-#[path = "sql.rs"]
+#[path = "sql/mod.rs"]
 #[allow(
     clippy::duplicate_mod,
     reason = "one implementation, compiled for each backend"

@@ -2,7 +2,8 @@
 //!
 //! Every test run gets its own database, so tests never see each other's rows and can run in
 //! parallel: [`fresh_postgres_url`] creates `parley_test_<uuid>` on a PostgreSQL server and drops it
-//! when the guard goes; [`fresh_sqlite_url`] points into a temporary directory.
+//! when the guard goes; [`fresh_sqlite_url`] points into a temporary directory. [`SqliteWriteLock`]
+//! holds a SQLite database's write lock from outside the store, for tests of a busy database.
 //!
 //! This is the one place in the crate that reads the environment ([`PG_URL_ENV`]): it serves tests,
 //! not the service. A PostgreSQL server that cannot be reached makes the test **fail** with
@@ -10,8 +11,11 @@
 
 use std::time::Duration;
 
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, SqliteConnection};
 use uuid::Uuid;
+
+use crate::StoreError;
+use crate::error::SqlError;
 
 /// Names a PostgreSQL database the tests may connect to and whose user may `CREATE DATABASE`.
 pub const PG_URL_ENV: &str = "PARLEY_TEST_PG_URL";
@@ -41,9 +45,9 @@ impl PgTestDatabase {
 
     /// Drops the database now. Preferred over letting the guard drop in async code: errors are
     /// returned instead of printed.
-    pub async fn drop_database(mut self) -> Result<(), sqlx::Error> {
+    pub async fn drop_database(mut self) -> Result<(), StoreError> {
         self.dropped = true;
-        drop_database(&self.admin_url, &self.name).await
+        Ok(drop_database(&self.admin_url, &self.name).await?)
     }
 }
 
@@ -63,7 +67,7 @@ impl Drop for PgTestDatabase {
                 .map_err(|e| e.to_string())?;
             runtime
                 .block_on(drop_database(&admin_url, &name))
-                .map_err(|e| e.to_string())
+                .map_err(|e| chain(&StoreError::from(e)))
         })
         .join();
         match outcome {
@@ -110,6 +114,39 @@ pub async fn fresh_postgres_url() -> (String, PgTestDatabase) {
     )
 }
 
+/// A second connection to a SQLite database that holds its write lock, for tests of what callers do
+/// while the database is locked: the store's writes wait for its busy timeout and then fail as
+/// [`StoreError::Unavailable`]; reads go on. Dropping the guard without [`SqliteWriteLock::release`]
+/// also releases the lock, when its connection closes.
+#[derive(Debug)]
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct SqliteWriteLock {
+    connection: SqliteConnection,
+}
+
+impl SqliteWriteLock {
+    /// Opens the database at `url` (as [`crate::connect`] takes it) and takes its write lock.
+    pub async fn acquire(url: &str) -> Result<Self, StoreError> {
+        let mut connection = SqliteConnection::connect(url)
+            .await
+            .map_err(SqlError::from)?;
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut connection)
+            .await
+            .map_err(SqlError::from)?;
+        Ok(Self { connection })
+    }
+
+    /// Releases the lock (nothing was written under it).
+    pub async fn release(mut self) -> Result<(), StoreError> {
+        sqlx::query("ROLLBACK")
+            .execute(&mut self.connection)
+            .await
+            .map_err(SqlError::from)?;
+        Ok(self.connection.close().await.map_err(SqlError::from)?)
+    }
+}
+
 /// A SQLite URL in a fresh temporary directory (removed when the `TempDir` drops). The file does not
 /// exist yet; `connect` creates it.
 pub fn fresh_sqlite_url() -> (String, tempfile::TempDir) {
@@ -118,13 +155,25 @@ pub fn fresh_sqlite_url() -> (String, tempfile::TempDir) {
     (url, dir)
 }
 
-async fn drop_database(admin_url: &str, name: &str) -> Result<(), sqlx::Error> {
+async fn drop_database(admin_url: &str, name: &str) -> Result<(), SqlError> {
     let mut admin = PgConnection::connect(admin_url).await?;
     // FORCE (PostgreSQL 13+) terminates sessions a test left open, e.g. a pool not yet closed.
     sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
         .execute(&mut admin)
         .await?;
-    admin.close().await
+    Ok(admin.close().await?)
+}
+
+/// An error and its causes, one after another, for a message.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 fn unreachable_message(admin_url: &str, error: &str) -> String {

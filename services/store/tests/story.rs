@@ -9,8 +9,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
-use parley_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use parley_store::testing::{SqliteWriteLock, fresh_postgres_url, fresh_sqlite_url};
 use parley_store::{
     Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, NegotiationOutcome,
     NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation, NewHandler,
@@ -109,6 +110,55 @@ async fn unknown_url_schemes_are_invalid_and_do_not_echo_the_url() {
         matches!(&err, StoreError::Invalid(msg) if !msg.contains("secret")),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn a_locked_sqlite_database_is_unavailable_for_writes_and_still_read() {
+    let (url, _dir) = fresh_sqlite_url();
+    let options = StoreOptions {
+        busy_timeout: Duration::from_millis(100),
+        ..options()
+    };
+    let store = connect(&url, options).await.expect("connect");
+    let new = NewConversation {
+        id: "c".into(),
+        peer: None,
+        state: json!({}),
+    };
+    store.create_conversation(new).await.expect("create");
+
+    let lock = SqliteWriteLock::acquire(&url).await.expect("lock");
+    let err = store
+        .append_message("c", Direction::Inbound, &json!({ "n": 1 }))
+        .await
+        .expect_err("the database is locked");
+    assert!(
+        matches!(err, StoreError::Unavailable(_)) && err.is_transient(),
+        "{err:?}"
+    );
+    // The driver's error is kept for logs, behind an opaque source.
+    let source = std::error::Error::source(&err).expect("a source");
+    assert!(source.to_string().contains("locked"), "{source}");
+    assert!(store.get_conversation("c").await.expect("reads").is_some());
+
+    lock.release().await.expect("released");
+    store
+        .append_message("c", Direction::Inbound, &json!({ "n": 1 }))
+        .await
+        .expect("written once the lock is gone");
+}
+
+#[tokio::test]
+async fn an_unreachable_postgres_server_is_unavailable() {
+    let options = StoreOptions {
+        acquire_timeout: Duration::from_secs(1),
+        ..options()
+    };
+    // Port 1 on loopback: nothing listens there, the connection is refused.
+    let err = connect("postgres://postgres@127.0.0.1:1/test", options)
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(err.is_transient(), "{err:?}");
 }
 
 /// What the chapters wrote, to be found again after a restart.
@@ -234,6 +284,16 @@ async fn conversations(store: &dyn Store) -> (Conversation, Vec<LoggedMessage>) 
         Err(StoreError::NotFound { .. })
     ));
 
+    conversation_log(store, &id, touched).await
+}
+
+/// The log of conversation `id`: appends, refusals and paging. Returns the conversation after them,
+/// and its log.
+async fn conversation_log(
+    store: &dyn Store,
+    id: &str,
+    touched: chrono::DateTime<chrono::Utc>,
+) -> (Conversation, Vec<LoggedMessage>) {
     // The log: sequence numbers 1.. in append order, directions and bodies kept.
     let mut appended = Vec::new();
     for i in 0..7 {
@@ -249,7 +309,7 @@ async fn conversations(store: &dyn Store) -> (Conversation, Vec<LoggedMessage>) 
             "submessages": [{ "format": "token", "subformat": "conversation", "content": id }],
         });
         let logged = store
-            .append_message(&id, direction, &message)
+            .append_message(id, direction, &message)
             .await
             .expect("append");
         assert_eq!(logged.seq, i + 1);
@@ -265,7 +325,7 @@ async fn conversations(store: &dyn Store) -> (Conversation, Vec<LoggedMessage>) 
     // Peers choose message contents and tokens; what one backend could not store is refused on
     // both, and a key no row can have is simply absent.
     let nul = store
-        .append_message(&id, Direction::Inbound, &json!({ "content": "a\u{0}b" }))
+        .append_message(id, Direction::Inbound, &json!({ "content": "a\u{0}b" }))
         .await;
     assert!(matches!(nul, Err(StoreError::Invalid(_))), "{nul:?}");
     assert_eq!(store.get_conversation("a\u{0}b").await.expect("get"), None);
@@ -276,16 +336,16 @@ async fn conversations(store: &dyn Store) -> (Conversation, Vec<LoggedMessage>) 
         Err(StoreError::NotFound { .. })
     ));
 
-    let all = store.list_messages(&id, 0, 100).await.expect("list");
+    let all = store.list_messages(id, 0, 100).await.expect("list");
     assert_eq!(all, appended, "the log reads back in order, unchanged");
     // Paging: after a seq, with a limit.
-    let page = store.list_messages(&id, 2, 3).await.expect("page");
+    let page = store.list_messages(id, 2, 3).await.expect("page");
     assert_eq!(page.iter().map(|m| m.seq).collect::<Vec<_>>(), [3, 4, 5]);
-    let tail = store.list_messages(&id, 5, 100).await.expect("tail");
+    let tail = store.list_messages(id, 5, 100).await.expect("tail");
     assert_eq!(tail.iter().map(|m| m.seq).collect::<Vec<_>>(), [6, 7]);
     assert!(
         store
-            .list_messages(&id, 7, 100)
+            .list_messages(id, 7, 100)
             .await
             .expect("empty page")
             .is_empty()
@@ -296,7 +356,7 @@ async fn conversations(store: &dyn Store) -> (Conversation, Vec<LoggedMessage>) 
     ));
 
     let after = store
-        .get_conversation(&id)
+        .get_conversation(id)
         .await
         .expect("get")
         .expect("exists");
@@ -382,60 +442,75 @@ async fn protocols_and_agreements(store: &dyn Store) -> (Protocol, Vec<Agreement
         None
     );
 
+    let users = agreements(store, &protocol, &other).await;
+    (protocol, users)
+}
+
+/// Who agreed `protocol` and `other`, and in which role. Returns everyone who agreed `protocol`.
+async fn agreements(store: &dyn Store, protocol: &Protocol, other: &Protocol) -> Vec<Agreement> {
     let requester_side = store
-        .record_agreement(NewAgreement {
-            peer: "did:example:weather".into(),
-            peer_url: Some("https://weather.example/nlip".into()),
-            protocol_hash: protocol.hash.clone(),
-            role: Role::Requester,
-        })
+        .record_agreement(agreement(
+            "did:example:weather",
+            Some("https://weather.example/nlip"),
+            &protocol.hash,
+            Role::Requester,
+        ))
         .await
         .expect("agree as requester");
     assert_eq!(requester_side.agreed_at, requester_side.last_agreed_at);
     // Renewal without a URL keeps the known URL and the first agreement time.
     let renewed = store
-        .record_agreement(NewAgreement {
-            peer: "did:example:weather".into(),
-            peer_url: None,
-            protocol_hash: protocol.hash.clone(),
-            role: Role::Requester,
-        })
+        .record_agreement(agreement(
+            "did:example:weather",
+            None,
+            &protocol.hash,
+            Role::Requester,
+        ))
         .await
         .expect("renew");
     assert_eq!(renewed.peer_url, requester_side.peer_url);
     assert_eq!(renewed.agreed_at, requester_side.agreed_at);
     assert!(renewed.last_agreed_at >= requester_side.last_agreed_at);
     store
-        .record_agreement(NewAgreement {
-            peer: "did:example:weather".into(),
-            peer_url: None,
-            protocol_hash: other.hash.clone(),
-            role: Role::Requester,
-        })
+        .record_agreement(agreement(
+            "did:example:weather",
+            None,
+            &other.hash,
+            Role::Requester,
+        ))
         .await
         .expect("second protocol with the same peer");
     store
-        .record_agreement(NewAgreement {
-            peer: "did:example:client".into(),
-            peer_url: None,
-            protocol_hash: protocol.hash.clone(),
-            role: Role::Provider,
-        })
+        .record_agreement(agreement(
+            "did:example:client",
+            None,
+            &protocol.hash,
+            Role::Provider,
+        ))
         .await
         .expect("agree as provider");
     let unknown = store
-        .record_agreement(NewAgreement {
-            peer: "p".into(),
-            peer_url: None,
-            protocol_hash: sha256_hex(b"never stored"),
-            role: Role::Provider,
-        })
+        .record_agreement(agreement(
+            "p",
+            None,
+            &sha256_hex(b"never stored"),
+            Role::Provider,
+        ))
         .await;
     assert!(
         matches!(unknown, Err(StoreError::NotFound { .. })),
         "{unknown:?}"
     );
+    agreement_listings(store, protocol, other).await
+}
 
+/// The agreements recorded, listed by peer and role, by protocol, and all of them. Returns
+/// everyone who agreed `protocol`.
+async fn agreement_listings(
+    store: &dyn Store,
+    protocol: &Protocol,
+    other: &Protocol,
+) -> Vec<Agreement> {
     let with_peer = store
         .agreements_with_peer("did:example:weather", Role::Requester)
         .await
@@ -476,7 +551,7 @@ async fn protocols_and_agreements(store: &dyn Store) -> (Protocol, Vec<Agreement
         );
     }
     assert_eq!(store.list_agreements(1).await.expect("limited").len(), 1);
-    (protocol, users)
+    users
 }
 
 async fn negotiations(store: &dyn Store, conversation_id: &str, hash: &str) -> NegotiationRecord {
@@ -522,47 +597,31 @@ async fn negotiations(store: &dyn Store, conversation_id: &str, hash: &str) -> N
         Err(StoreError::NotFound { .. })
     ));
 
-    // Outcomes are checked before anything is written.
-    let no_hash = store
-        .finish_negotiation(
-            started.id,
-            NegotiationOutcome {
-                status: NegotiationStatus::Accepted,
-                protocol_hash: None,
-                rounds: 1,
-                reason: None,
-            },
-        )
-        .await;
-    assert!(
-        matches!(no_hash, Err(StoreError::Invalid(_))),
-        "{no_hash:?}"
-    );
-    let unknown_hash = store
-        .finish_negotiation(
-            started.id,
-            NegotiationOutcome {
-                status: NegotiationStatus::Accepted,
-                protocol_hash: Some(sha256_hex(b"never stored")),
-                rounds: 1,
-                reason: None,
-            },
-        )
-        .await;
-    assert!(
-        matches!(unknown_hash, Err(StoreError::NotFound { .. })),
-        "{unknown_hash:?}"
-    );
+    negotiation_outcomes(
+        store,
+        conversation_id,
+        started.id,
+        hash,
+        vec![first, second],
+    )
+    .await
+}
+
+/// How negotiation `id`, whose transcript is `transcript`, ends (once), and another ending.
+/// Returns its record.
+async fn negotiation_outcomes(
+    store: &dyn Store,
+    conversation_id: &str,
+    id: Uuid,
+    hash: &str,
+    transcript: Vec<LoggedMessage>,
+) -> NegotiationRecord {
+    refused_endings(store, id).await;
 
     let finished = store
         .finish_negotiation(
-            started.id,
-            NegotiationOutcome {
-                status: NegotiationStatus::Accepted,
-                protocol_hash: Some(hash.into()),
-                rounds: 1,
-                reason: None,
-            },
+            id,
+            outcome(NegotiationStatus::Accepted, Some(hash), 1, None),
         )
         .await
         .expect("finish");
@@ -576,13 +635,8 @@ async fn negotiations(store: &dyn Store, conversation_id: &str, hash: &str) -> N
     );
     let twice = store
         .finish_negotiation(
-            started.id,
-            NegotiationOutcome {
-                status: NegotiationStatus::Rejected,
-                protocol_hash: None,
-                rounds: 2,
-                reason: Some("late".into()),
-            },
+            id,
+            outcome(NegotiationStatus::Rejected, None, 2, Some("late")),
         )
         .await;
     assert!(
@@ -593,47 +647,21 @@ async fn negotiations(store: &dyn Store, conversation_id: &str, hash: &str) -> N
         store
             .finish_negotiation(
                 Uuid::new_v4(),
-                NegotiationOutcome {
-                    status: NegotiationStatus::Failed,
-                    protocol_hash: None,
-                    rounds: 0,
-                    reason: None,
-                },
+                outcome(NegotiationStatus::Failed, None, 0, None),
             )
             .await,
         Err(StoreError::NotFound { .. })
     ));
 
-    // Every spec-legal ending can be recorded, e.g. a timeout with a reason and no protocol.
-    let timed_out = store
-        .start_negotiation(NewNegotiation {
-            conversation_id: conversation_id.into(),
-            role: Role::Requester,
-            peer: "did:example:slow".into(),
-        })
-        .await
-        .expect("start");
-    let timed_out = store
-        .finish_negotiation(
-            timed_out.id,
-            NegotiationOutcome {
-                status: NegotiationStatus::Timeout,
-                protocol_hash: None,
-                rounds: 3,
-                reason: Some("peer_timeout".into()),
-            },
-        )
-        .await
-        .expect("finish as timeout");
-    assert_eq!(timed_out.reason.as_deref(), Some("peer_timeout"));
+    a_timeout_ending(store, conversation_id).await;
 
     let record = store
-        .get_negotiation(started.id)
+        .get_negotiation(id)
         .await
         .expect("get")
         .expect("exists");
     assert_eq!(record.negotiation, finished);
-    assert_eq!(record.transcript, vec![first, second]);
+    assert_eq!(record.transcript, transcript);
     assert_eq!(
         store.get_negotiation(Uuid::new_v4()).await.expect("get"),
         None
@@ -645,6 +673,78 @@ async fn negotiations(store: &dyn Store, conversation_id: &str, hash: &str) -> N
         .expect("list by hash");
     assert_eq!(by_hash, vec![finished]);
     record
+}
+
+/// Endings refused before anything is written: acceptance without a protocol, or naming one
+/// never stored.
+async fn refused_endings(store: &dyn Store, id: Uuid) {
+    let no_hash = store
+        .finish_negotiation(id, outcome(NegotiationStatus::Accepted, None, 1, None))
+        .await;
+    assert!(
+        matches!(no_hash, Err(StoreError::Invalid(_))),
+        "{no_hash:?}"
+    );
+    let unknown_hash = store
+        .finish_negotiation(
+            id,
+            outcome(
+                NegotiationStatus::Accepted,
+                Some(&sha256_hex(b"never stored")),
+                1,
+                None,
+            ),
+        )
+        .await;
+    assert!(
+        matches!(unknown_hash, Err(StoreError::NotFound { .. })),
+        "{unknown_hash:?}"
+    );
+}
+
+/// Every spec-legal ending can be recorded, e.g. a timeout with a reason and no protocol.
+async fn a_timeout_ending(store: &dyn Store, conversation_id: &str) {
+    let timed_out = store
+        .start_negotiation(NewNegotiation {
+            conversation_id: conversation_id.into(),
+            role: Role::Requester,
+            peer: "did:example:slow".into(),
+        })
+        .await
+        .expect("start");
+    let timed_out = store
+        .finish_negotiation(
+            timed_out.id,
+            outcome(NegotiationStatus::Timeout, None, 3, Some("peer_timeout")),
+        )
+        .await
+        .expect("finish as timeout");
+    assert_eq!(timed_out.reason.as_deref(), Some("peer_timeout"));
+}
+
+/// An agreement with `peer` on protocol `hash`, we in `role`.
+fn agreement(peer: &str, url: Option<&str>, hash: &str, role: Role) -> NewAgreement {
+    NewAgreement {
+        peer: peer.into(),
+        peer_url: url.map(str::to_owned),
+        protocol_hash: hash.into(),
+        role,
+    }
+}
+
+/// A negotiation's ending.
+fn outcome(
+    status: NegotiationStatus,
+    protocol_hash: Option<&str>,
+    rounds: i64,
+    reason: Option<&str>,
+) -> NegotiationOutcome {
+    NegotiationOutcome {
+        status,
+        protocol_hash: protocol_hash.map(str::to_owned),
+        rounds,
+        reason: reason.map(str::to_owned),
+    }
 }
 
 fn new_handler(hash: &str, source: &str) -> NewHandler {
@@ -695,8 +795,20 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
     ));
 
     let report = json!({ "cases": 3, "passed": 3 });
+    let first = verify_and_activate(store, hash, first, &mapping, &report).await;
+    failures_and_rollback(store, hash, first, &mapping, &report).await
+}
+
+/// A verified candidate takes its compiled form and becomes active. Returns it, active.
+async fn verify_and_activate(
+    store: &dyn Store,
+    hash: &str,
+    first: Handler,
+    mapping: &Value,
+    report: &Value,
+) -> Handler {
     let verified = store
-        .record_handler_verification(first.id, true, &report)
+        .record_handler_verification(first.id, true, report)
         .await
         .expect("verify");
     assert_eq!(verified.state, HandlerState::Candidate);
@@ -705,10 +817,10 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
     assert_eq!(verified.compiled, None);
     // A verified candidate takes its compiled form; activation keeps it.
     let attached = store
-        .attach_compiled(first.id, &mapping)
+        .attach_compiled(first.id, mapping)
         .await
         .expect("attach the compiled form");
-    assert_eq!(attached.compiled.as_ref(), Some(&mapping));
+    assert_eq!(attached.compiled.as_ref(), Some(mapping));
     assert_eq!(
         attached.compiled.as_ref().map(Value::to_string),
         Some(mapping.to_string()),
@@ -725,11 +837,11 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         ));
     }
     assert!(matches!(
-        store.attach_compiled(Uuid::new_v4(), &mapping).await,
+        store.attach_compiled(Uuid::new_v4(), mapping).await,
         Err(StoreError::NotFound { .. })
     ));
     let first = store.activate_handler(first.id).await.expect("activate");
-    assert_eq!(first.compiled.as_ref(), Some(&mapping));
+    assert_eq!(first.compiled.as_ref(), Some(mapping));
     assert_eq!(
         store.active_handler(hash).await.expect("active"),
         Some(first.clone())
@@ -745,11 +857,23 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
     );
     assert!(matches!(
         store
-            .record_handler_verification(first.id, false, &report)
+            .record_handler_verification(first.id, false, report)
             .await,
         Err(StoreError::Conflict { .. })
     ));
 
+    first
+}
+
+/// A failing candidate, a second handler retiring the active `first`, and a rollback. Returns the
+/// handler active at the end (`first` again).
+async fn failures_and_rollback(
+    store: &dyn Store,
+    hash: &str,
+    first: Handler,
+    mapping: &Value,
+    report: &Value,
+) -> Handler {
     // A failing candidate is marked failed and can never be activated.
     let broken = store
         .insert_handler_candidate(new_handler(hash, "function handle( {"))
@@ -765,7 +889,7 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         Err(StoreError::Conflict { .. })
     ));
     assert!(matches!(
-        store.attach_compiled(broken.id, &mapping).await,
+        store.attach_compiled(broken.id, mapping).await,
         Err(StoreError::Conflict { .. })
     ));
     assert_eq!(
@@ -784,7 +908,7 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
         .await
         .expect("insert");
     store
-        .record_handler_verification(second.id, true, &report)
+        .record_handler_verification(second.id, true, report)
         .await
         .expect("verify");
     let second = store.activate_handler(second.id).await.expect("activate");
@@ -960,6 +1084,11 @@ async fn concurrency(store: &Arc<dyn Store>, hash: &str) {
         "{outcomes:?}"
     );
 
+    concurrent_uploads_and_activations(store, hash).await;
+}
+
+/// Uploads and handler activations racing each other.
+async fn concurrent_uploads_and_activations(store: &Arc<dyn Store>, hash: &str) {
     // The same bytes uploaded twice at once: both succeed with one id.
     let bytes = Uuid::new_v4().as_bytes().repeat(64);
     let uploader = || {

@@ -1,38 +1,29 @@
-//! The CBOR binding (WebSocket binary frames, `application/cbor` bodies), on every such
-//! request's path twice: read in one pass with ciborium's low-level decoder, and written
-//! straight into a buffer with its encoder.
+//! The CBOR reader (WebSocket binary frames, `application/cbor` bodies): one pass over the
+//! item's heads with ciborium-ll's decoder, without a tree of the item.
 //!
-//! Reading walks the item's heads once, as the JSON reader walks its tokens: each key of the
-//! message and of each submessage is classified as it is read ([`Field::of`]), string fields
-//! are borrowed from the input, content becomes its `serde_json::Value` as it comes, unknown
-//! keys are read past without keeping anything, and what is found goes into a [`Found`], whose
-//! checks are those of the other decoders. The reader before this one first read the whole
-//! item into a tree, then looked through it and converted the content out of it (about 10 %
-//! slower on a structured message with a token, `cargo bench -p parley-nlip --bench codec`);
-//! the `tree` module keeps it as the reference the tests hold this one to (same message or same
-//! first error, for any bytes). The tree had replaced `ciborium::Value`, which went through
-//! serde for every item and copied every string.
+//! Each key of the message and of each submessage is classified as it is read
+//! ([`Field::of`]), string fields are borrowed from the input, content becomes its
+//! `serde_json::Value` as it comes, unknown keys are read past without keeping anything, and
+//! what is found goes into a [`Found`], whose checks decide the message or the error.
 //!
 //! What is accepted, and what it means, is `ciborium::Value`'s: definite and indefinite
 //! lengths, tags kept around their item (bignums of up to 16 bytes read as integers), `null`
 //! and `undefined` as null, other simple values and a misplaced break refused, nesting
 //! limited to 256 arrays, maps and tags. A malformed item is refused in words ("the input ends
-//! inside a string"), wherever it is and whatever else is wrong with the message. The bytes
-//! written are the ones ciborium writes for the same tree: shortest heads, floats in the
-//! shortest form that keeps their value.
+//! inside a string"), wherever it is and whatever else is wrong with the message.
+
+pub(super) mod write;
 
 use std::borrow::Cow;
 
 use base64::Engine as _;
-use ciborium_ll::{Decoder, Encoder, Header, simple, tag};
+use ciborium_ll::{Decoder, Header, simple, tag};
 use serde_json::{Map, Value};
 
-use super::{DecodeError, Field, Found, Kinded, not_an_array, not_an_object};
-use crate::message::{Content, Format, Message, Submessage};
+use super::DecodeError;
+use super::fields::{Field, Found, Kinded, not_an_array, not_an_object};
+use crate::message::{Content, Message, Submessage};
 use crate::validate::{Part, ValidationError};
-
-#[cfg(test)]
-mod tree;
 
 /// How deep arrays, maps and tags may nest: ciborium's own recursion limit.
 const MAX_DEPTH: usize = 256;
@@ -248,53 +239,8 @@ impl<'a> Reader<'a> {
             Header::Break => return Err(misplaced_break(at)),
             Header::Bytes(len) => Ok(Value::String(base64(&self.bytes(len)?))),
             Header::Text(len) => Ok(Value::String(self.text(len)?.into_owned())),
-            Header::Array(len) => {
-                let depth = deeper(depth)?;
-                let mut items = Vec::with_capacity(len.unwrap_or(0).min(self.left()));
-                let mut done = 0;
-                while self.more(len, done)? {
-                    done += 1;
-                    match self.json(depth, level + 1)? {
-                        Ok(v) => items.push(v),
-                        Err(problem) => {
-                            return self
-                                .rest(len, done, ARRAY_ITEM, depth)
-                                .map(|()| Err(problem));
-                        }
-                    }
-                }
-                Ok(Value::Array(items))
-            }
-            Header::Map(len) => {
-                let depth = deeper(depth)?;
-                let mut map = Map::new();
-                let mut done = 0;
-                while self.more(len, done)? {
-                    done += 1;
-                    let (at, key) = self.head_at()?;
-                    let problem = match key {
-                        Header::Text(key_len) => {
-                            let key = self.text(key_len)?;
-                            match self.json(depth, level + 1)? {
-                                Ok(v) => {
-                                    map.insert(key.into_owned(), v);
-                                    continue;
-                                }
-                                Err(problem) => problem,
-                            }
-                        }
-                        key => {
-                            self.skip_from(at, key, depth)?;
-                            self.skip(depth)?;
-                            "content has a map key that is not a text string".to_owned()
-                        }
-                    };
-                    return self
-                        .rest(len, done, MAP_ENTRY, depth)
-                        .map(|()| Err(problem));
-                }
-                Ok(Value::Object(map))
-            }
+            Header::Array(len) => return self.json_array(len, deeper(depth)?, level),
+            Header::Map(len) => return self.json_map(len, deeper(depth)?, level),
             Header::Tag(t) => {
                 let depth = deeper(depth)?;
                 match self.small_bignum(t)? {
@@ -308,6 +254,56 @@ impl<'a> Reader<'a> {
                 }
             }
         })
+    }
+
+    /// The items of an array of content, whose head was the last one read; they nest `depth`
+    /// deep and sit one level below the array.
+    fn json_array(&mut self, len: Option<usize>, depth: usize, level: usize) -> Read<Converted> {
+        let mut items = Vec::with_capacity(len.unwrap_or(0).min(self.left()));
+        let mut done = 0;
+        while self.more(len, done)? {
+            done += 1;
+            match self.json(depth, level + 1)? {
+                Ok(v) => items.push(v),
+                Err(problem) => {
+                    return self
+                        .rest(len, done, ARRAY_ITEM, depth)
+                        .map(|()| Err(problem));
+                }
+            }
+        }
+        Ok(Ok(Value::Array(items)))
+    }
+
+    /// The entries of a map of content, as [`Reader::json_array`] reads an array's items.
+    fn json_map(&mut self, len: Option<usize>, depth: usize, level: usize) -> Read<Converted> {
+        let mut map = Map::new();
+        let mut done = 0;
+        while self.more(len, done)? {
+            done += 1;
+            let (at, key) = self.head_at()?;
+            let problem = match key {
+                Header::Text(key_len) => {
+                    let key = self.text(key_len)?;
+                    match self.json(depth, level + 1)? {
+                        Ok(v) => {
+                            map.insert(key.into_owned(), v);
+                            continue;
+                        }
+                        Err(problem) => problem,
+                    }
+                }
+                key => {
+                    self.skip_from(at, key, depth)?;
+                    self.skip(depth)?;
+                    "content has a map key that is not a text string".to_owned()
+                }
+            };
+            return self
+                .rest(len, done, MAP_ENTRY, depth)
+                .map(|()| Err(problem));
+        }
+        Ok(Ok(Value::Object(map)))
     }
 
     /// Reads the next item to its end, keeping nothing; what it is.
@@ -527,111 +523,4 @@ fn bignum(t: u64, digits: &[u8]) -> Read<Big<'_>> {
         Some(v) if heads.contains(&v) => Big::Integer(v),
         _ => Big::Digits(digits),
     })
-}
-
-/// Canonical CBOR bytes of `message`: the layout of [`super::to_json_value`], binary content as
-/// a byte string (ECMA-432 §9).
-pub(super) fn write_message(out: &mut Vec<u8>, message: &Message) {
-    let mut enc = Encoder::from(out);
-    let fields = 3
-        + usize::from(message.messagetype.is_some())
-        + usize::from(message.label.is_some())
-        + usize::from(!message.submessages.is_empty());
-    head(&mut enc, Header::Map(Some(fields)));
-    if let Some(t) = &message.messagetype {
-        text(&mut enc, "messagetype");
-        text(&mut enc, t);
-    }
-    body(
-        &mut enc,
-        message.format,
-        &message.subformat,
-        &message.content,
-    );
-    if let Some(label) = &message.label {
-        text(&mut enc, "label");
-        text(&mut enc, label);
-    }
-    if !message.submessages.is_empty() {
-        text(&mut enc, "submessages");
-        head(&mut enc, Header::Array(Some(message.submessages.len())));
-        for sub in &message.submessages {
-            head(
-                &mut enc,
-                Header::Map(Some(3 + usize::from(sub.label.is_some()))),
-            );
-            if let Some(label) = &sub.label {
-                text(&mut enc, "label");
-                text(&mut enc, label);
-            }
-            body(&mut enc, sub.format, &sub.subformat, &sub.content);
-        }
-    }
-}
-
-type Out<'a> = Encoder<&'a mut Vec<u8>>;
-
-/// The three entries every message and submessage has.
-fn body(enc: &mut Out<'_>, format: Format, subformat: &str, value: &Content) {
-    text(enc, "format");
-    text(enc, format.as_str());
-    text(enc, "subformat");
-    text(enc, subformat);
-    text(enc, "content");
-    content(enc, value);
-}
-
-// Writing into a `Vec` cannot fail.
-fn head(enc: &mut Out<'_>, header: Header) {
-    let _ = enc.push(header);
-}
-
-fn text(enc: &mut Out<'_>, s: &str) {
-    let _ = enc.text(s, None);
-}
-
-fn content(enc: &mut Out<'_>, content: &Content) {
-    match content {
-        Content::Bytes(b) => {
-            let _ = enc.bytes(b, None);
-        }
-        Content::Json(v) => json(enc, v),
-    }
-}
-
-fn json(enc: &mut Out<'_>, v: &Value) {
-    match v {
-        Value::Null => head(enc, Header::Simple(simple::NULL)),
-        Value::Bool(b) => head(
-            enc,
-            Header::Simple(if *b { simple::TRUE } else { simple::FALSE }),
-        ),
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                head(enc, Header::Positive(u));
-            } else if let Some(i) = n.as_i64() {
-                // Negative: CBOR carries -1 - n.
-                head(enc, Header::Negative(!(i as u64)));
-            } else {
-                head(
-                    enc,
-                    Header::Float(n.as_f64().expect("a JSON number is i64, u64 or f64")),
-                );
-            }
-        }
-        Value::String(s) => text(enc, s),
-        Value::Array(a) => {
-            head(enc, Header::Array(Some(a.len())));
-            for x in a {
-                json(enc, x);
-            }
-        }
-        Value::Object(o) => {
-            head(enc, Header::Map(Some(o.len())));
-            for (k, x) in o {
-                text(enc, k);
-                json(enc, x);
-            }
-        }
-    }
 }

@@ -1,35 +1,32 @@
-//! The JSON binding on the hot path: messages read straight from the bytes and written
-//! straight into a buffer, without a `serde_json::Value` of the message.
+//! The JSON reader: one serde pass over the document, from bytes or from a parsed
+//! `serde_json::Value` (a deserializer too), without a `Value` of the message.
 //!
-//! Reading is one serde pass over the document. Each key is classified as it is read
-//! ([`Field::of`]), string fields are borrowed from the input where they need no unescaping,
-//! content is parsed into the `Value` that becomes the message's content, unknown keys are
-//! skipped, and each submessage is read the same way as it comes. What is found goes into a
-//! [`Found`], whose checks are those of the generic decoder, so both accept and refuse the
-//! same messages with the same errors. (Parsing the top level into entries of `Value`s
-//! first, then looking fields up and copying their strings out, cost almost twice the
-//! instructions.)
-//!
-//! Writing follows [`super::to_json_value`]'s layout key by key; strings are escaped by
-//! [`write_str`], which copies the text between escapes in one piece.
+//! Each key is classified as it is read ([`Field::of`]), string fields are borrowed from the
+//! input where they need no unescaping, content is parsed into the `Value` that becomes the
+//! message's content, unknown keys are skipped, and each submessage is read the same way as
+//! it comes. What is found goes into a [`Found`], whose checks decide the message or the
+//! error. Parsing the document into `Value`s first and copying fields out of them takes
+//! almost twice the instructions for a small message.
+
+pub(super) mod write;
 
 use std::borrow::Cow;
 
-use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess};
 use serde_json::Value;
 
-use super::{DecodeError, Field, Found, Kinded, not_an_array, not_an_object};
-use crate::message::{Content, Format, Message, Submessage};
+use super::DecodeError;
+use super::fields::{Field, Found, Kinded, not_an_array, not_an_object};
+use crate::message::{Content, Message, Submessage};
 use crate::validate::{Part, ValidationError};
 
 /// Decodes and validates a JSON message: syntax errors anywhere in the document first
 /// ([`DecodeError::Json`]), then the first problem in the order of [`Found::into_message`].
 pub(super) fn read_message(bytes: &[u8]) -> Result<Message, DecodeError> {
-    // serde_json checks each string of a byte slice for UTF-8 on its own, which was a sixth
-    // of the cost of decoding a small message. A body that is UTF-8 as a whole (as all valid
-    // JSON is) is checked once instead and parsed as a `str`, whose strings need no more
-    // checks; anything else is parsed as bytes, and fails exactly as it always has.
+    // serde_json checks each string of a byte slice for UTF-8 on its own, a sixth of the
+    // cost of decoding a small message. A body that is UTF-8 as a whole (as all valid JSON
+    // is) is checked once instead and parsed as a `str`, whose strings need no more checks;
+    // anything else is parsed as bytes, and fails where its bytes are not UTF-8.
     match std::str::from_utf8(bytes) {
         Ok(text) => read(serde_json::Deserializer::from_str(text)),
         Err(_) => read(serde_json::Deserializer::from_slice(bytes)),
@@ -46,6 +43,19 @@ fn read<'de, R: serde_json::de::Read<'de>>(
         .map_err(DecodeError::Json)?;
     top.map_err(|kind| not_an_object(Part::Message, kind))?;
     Ok(found.into_message()?)
+}
+
+/// Decodes and validates a message from a parsed JSON value, with the same visitors as
+/// [`read_message`]: the same message or the same first problem as from its bytes.
+pub(super) fn read_value(value: &Value) -> Result<Message, ValidationError> {
+    let mut found = Found::new(Part::Message);
+    // A `Value` deserializer fails only when a visitor leaves an array or object unread, and
+    // every visitor here reads them to their end.
+    let top = Expect(PartOf(&mut found))
+        .deserialize(value)
+        .expect("every visitor reads a parsed value to its end");
+    top.map_err(|kind| not_an_object(Part::Message, kind))?;
+    found.into_message()
 }
 
 /// What [`Expect`] makes of the JSON type it wants. The defaults take any other type as
@@ -78,10 +88,10 @@ trait Wanted<'de>: Sized {
 }
 
 /// Reads one JSON value of any type where a field expects one type (`W`). A value of
-/// another type is no serde error: the field's error says what was found, in the same words
-/// as the generic decoder, and only after the whole document has parsed. Everything is read
-/// through `deserialize_any`, as a `Value` would be, so that the syntax accepted (UTF-8,
-/// escapes, number range, the nesting limit) stays exactly `Value`'s.
+/// another type is no serde error: the field's error says what was found, and only after the
+/// whole document has parsed. Everything is read through `deserialize_any`, as a `Value`
+/// would be, so that the syntax accepted (UTF-8, escapes, number range, the nesting limit)
+/// is exactly `Value`'s.
 struct Expect<W>(W);
 
 impl<'de, W: Wanted<'de>> DeserializeSeed<'de> for Expect<W> {
@@ -130,8 +140,8 @@ impl<'de, W: Wanted<'de>> de::Visitor<'de> for Expect<W> {
 /// A value that is not kept (an unknown key's, or a wrong kind's).
 ///
 /// Not `serde::de::IgnoredAny`: serde_json skips that without checking UTF-8, escapes,
-/// number range or nesting depth, so documents that have always been refused as malformed
-/// (a `1e400` or a lone surrogate under an unknown key) would have been accepted.
+/// number range or nesting depth, and a document with a `1e400` or a lone surrogate under an
+/// unknown key is malformed JSON like any other.
 struct Skip;
 
 impl<'de> Wanted<'de> for Skip {
@@ -187,10 +197,10 @@ impl<'de> Wanted<'de> for PartOf<'_, 'de> {
                 map.next_value::<Skip>()?;
                 continue;
             };
-            // Submessages used to be read as a `serde_json::Value`, in which a key repeated
-            // with the very same spelling replaces the earlier value instead of being refused
-            // (only spellings that differ in case are two keys there). That is kept: the
-            // earlier value is forgotten. The message itself refuses any repeat.
+            // In a submessage, a key repeated with the very same spelling replaces the earlier
+            // value, as it does in a JSON object parsed into a map (only spellings that differ
+            // in case are two keys, and refused): the earlier value is forgotten. The message
+            // itself refuses any repeat.
             if let Part::Sub(_) = part
                 && spellings[field as usize].replace(spelling) == Some(spelling)
             {
@@ -214,9 +224,9 @@ impl<'de> Wanted<'de> for PartOf<'_, 'de> {
     }
 
     fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kinded<()>, A::Error> {
-        // A message that is an array has always had its items skipped unchecked, so that one
-        // holding, say, invalid UTF-8 is reported as not an object rather than as malformed
-        // JSON; that is kept. A submessage that is an array is checked like any other value.
+        // A message that is an array has its items skipped unchecked: one holding, say,
+        // invalid UTF-8 is reported as not an object rather than as malformed JSON. A
+        // submessage that is an array is checked like any other value.
         if let Part::Message = self.0.part {
             while seq.next_element::<de::IgnoredAny>()?.is_some() {}
         } else {
@@ -279,8 +289,8 @@ impl<'de> Wanted<'de> for Submessages {
             let Some(item) = seq.next_element_seed(Expect(PartOf(&mut found)))? else {
                 break;
             };
-            // The first submessage that fails is the error, as in the generic decoder; the
-            // ones after it are still read, for syntax errors.
+            // The first submessage that fails is the error; the ones after it are still
+            // read, for syntax errors.
             if let Ok(list) = &mut subs {
                 match item
                     .map_err(|kind| not_an_object(Part::Sub(i), kind))
@@ -292,212 +302,5 @@ impl<'de> Wanted<'de> for Submessages {
             }
         }
         Ok(Ok(subs))
-    }
-}
-
-/// Writes the canonical JSON of a message: lowercase keys in [`super::to_json_value`]'s
-/// order, absent fields and empty submessages omitted, no white space. The output is
-/// byte for byte what `serde_json::to_vec(&to_json_value(message))` gives.
-pub(super) fn write_message(out: &mut Vec<u8>, message: &Message) {
-    out.push(b'{');
-    if let Some(t) = &message.messagetype {
-        out.extend_from_slice(b"\"messagetype\":");
-        write_str(out, t);
-        out.push(b',');
-    }
-    write_part(out, message.format, &message.subformat, &message.content);
-    if let Some(label) = &message.label {
-        out.extend_from_slice(b",\"label\":");
-        write_str(out, label);
-    }
-    if !message.submessages.is_empty() {
-        out.extend_from_slice(b",\"submessages\":[");
-        for (i, sub) in message.submessages.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.push(b'{');
-            if let Some(label) = &sub.label {
-                out.extend_from_slice(b"\"label\":");
-                write_str(out, label);
-                out.push(b',');
-            }
-            write_part(out, sub.format, &sub.subformat, &sub.content);
-            out.push(b'}');
-        }
-        out.push(b']');
-    }
-    out.push(b'}');
-}
-
-/// The fields the message and its submessages share: format, subformat, content.
-fn write_part(out: &mut Vec<u8>, format: Format, subformat: &str, content: &Content) {
-    // Format names are lowercase letters: nothing to escape.
-    out.extend_from_slice(b"\"format\":\"");
-    out.extend_from_slice(format.as_str().as_bytes());
-    out.extend_from_slice(b"\",\"subformat\":");
-    write_str(out, subformat);
-    out.extend_from_slice(b",\"content\":");
-    match content {
-        Content::Json(value) => write_value(out, value),
-        Content::Bytes(bytes) => {
-            write_str(
-                out,
-                &base64::engine::general_purpose::STANDARD.encode(bytes),
-            );
-        }
-    }
-}
-
-/// A JSON value as serde_json writes it compactly. Strings (object keys included) go
-/// through [`write_str`]; numbers are left to serde_json, whose number formatting is not
-/// worth repeating.
-fn write_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::String(s) => write_str(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, key);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
-        }
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => {
-            serde_json::to_writer(&mut *out, n).expect("writing JSON into a Vec cannot fail");
-        }
-    }
-}
-
-/// Writes a JSON string, escaped exactly as serde_json escapes it: `"` and `\` with a
-/// backslash, the control characters below U+0020 as `\b \f \n \r \t` or `\u00xx`
-/// (lowercase hex), and nothing else (not U+007F, not U+2028). The tests check every ASCII
-/// character against serde_json.
-///
-/// serde_json looks every byte up in a table, which was most of the cost of writing a
-/// reply; here the text between two escapes is copied in one piece, and the search for the
-/// next byte to escape reads eight bytes at a time.
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    let mut rest = s.as_bytes();
-    while let Some(at) = find_escape(rest) {
-        out.extend_from_slice(&rest[..at]);
-        write_escape(out, rest[at]);
-        rest = &rest[at + 1..];
-    }
-    out.extend_from_slice(rest);
-    out.push(b'"');
-}
-
-/// The position of the first byte that must be escaped in a JSON string, if any.
-fn find_escape(bytes: &[u8]) -> Option<usize> {
-    let (words, tail) = bytes.as_chunks::<8>();
-    for (i, word) in words.iter().enumerate() {
-        let flags = escape_flags(u64::from_le_bytes(*word));
-        if flags != 0 {
-            // Little-endian: the lowest flag is the first byte in the string.
-            return Some(i * 8 + flags.trailing_zeros() as usize / 8);
-        }
-    }
-    // The last few bytes as one more word, padded with spaces (which need no escape).
-    let mut last = [b' '; 8];
-    last[..tail.len()].copy_from_slice(tail);
-    let flags = escape_flags(u64::from_le_bytes(last));
-    (flags != 0).then(|| words.len() * 8 + flags.trailing_zeros() as usize / 8)
-}
-
-/// Sets the high bit of each byte of `word` that is a control character, `"` or `\`
-/// (the classic "has a byte less than n / equal to zero" tests). Bytes above the first
-/// flagged one may be flagged spuriously by a borrow; the first one is always exact, and
-/// nothing is flagged when no byte qualifies. UTF-8 bytes of other characters (0x80 and up)
-/// are never flagged.
-fn escape_flags(word: u64) -> u64 {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    // Control bytes and `"` in one test: flipping bit 1 turns `"` (0x22) into 0x20, keeps
-    // control bytes below 0x20 and every other byte above 0x20, so both are "below 0x21".
-    let control_or_quote = (word ^ (ONES * 0x02)).wrapping_sub(ONES * 0x21);
-    let backslash = (word ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES);
-    (control_or_quote | backslash) & !word & HIGH
-}
-
-fn write_escape(out: &mut Vec<u8>, byte: u8) {
-    let short = match byte {
-        b'"' => b'"',
-        b'\\' => b'\\',
-        0x08 => b'b',
-        0x0c => b'f',
-        b'\n' => b'n',
-        b'\r' => b'r',
-        b'\t' => b't',
-        _ => {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            let (hi, lo) = (HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]);
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hi, lo]);
-            return;
-        }
-    };
-    out.extend_from_slice(&[b'\\', short]);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn serde_json_string(s: &str) -> Vec<u8> {
-        serde_json::to_vec(s).expect("a string serializes")
-    }
-
-    fn written(s: &str) -> Vec<u8> {
-        let mut out = Vec::new();
-        write_str(&mut out, s);
-        out
-    }
-
-    #[test]
-    fn every_ascii_character_is_escaped_as_serde_json_escapes_it() {
-        for c in (0u8..=0x7f).map(char::from) {
-            // Alone, and at every offset within and across an eight-byte word.
-            for before in 0..17 {
-                let s = format!("{}{c}{}", "a".repeat(before), "b".repeat(17 - before));
-                assert_eq!(written(&s), serde_json_string(&s), "{s:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn strings_with_many_escapes_and_non_ascii_text_match_serde_json() {
-        let samples = [
-            "",
-            "plain",
-            "exactly8",
-            "say \"hi\"",
-            "C:\\path\\to\\file",
-            "\"\"\"\"\"\"\"\"\"\\\\\\\\",
-            "line\nbreak\r\n\ttab\u{8}\u{c}\u{0}\u{1f}\u{7f}",
-            "päivää, 你好, emoji 🦀 and U+2028 \u{2028} U+2029 \u{2029}",
-            "ÿÿÿÿÿÿÿÿ\"ÿÿÿÿÿÿÿ",
-            "\u{1}\u{2}\u{3}\u{4}\u{5}\u{6}\u{7}\u{b}\u{e}\u{f}\u{10}\u{1b}",
-        ];
-        for s in samples {
-            assert_eq!(written(s), serde_json_string(s), "{s:?}");
-        }
     }
 }

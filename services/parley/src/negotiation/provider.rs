@@ -398,8 +398,8 @@ impl Provider {
             {
                 Ok(_) => {}
                 Err(StoreError::Conflict { .. }) => {
-                    return Err(ApiError::internal(anyhow::anyhow!(
-                        "concurrent negotiation messages in conversation {cid}"
+                    return Err(ApiError::Conflict(format!(
+                        "another message of conversation {cid} moved its negotiation on first"
                     )));
                 }
                 Err(e) => return Err(e.into()),

@@ -1,0 +1,323 @@
+//! The SQL both backends share: one [`Store`](crate::Store) implementation, written once.
+//!
+//! This directory is the module `shared` of both `sqlite.rs` and `postgres.rs` (`#[path]`),
+//! compiled once for each: there it implements `Store` for the backend's `SqlStore` type, whose
+//! backend name is `BACKEND_NAME` and whose database is `Db`. The queries use `$n` placeholders,
+//! which PostgreSQL and sqlx's SQLite driver both bind by number, and column encodings (`rows`)
+//! that decode the same on both. What differs between the backends is how they connect and three
+//! transactions each provides as inherent methods of its store type (see `sqlite.rs` and
+//! `postgres.rs` for how and why):
+//!
+//! * `write_tx()`: a read-write transaction in which appends to a conversation or negotiation get
+//!   consecutive sequence numbers;
+//! * `read_tx()`: a read-only transaction over one snapshot, for reads of more than one statement;
+//! * `activation_tx(id)`: a write transaction in which activations of handler `id`'s protocol are
+//!   serialised, so that of two concurrent activations the later one wins.
+//!
+//! The queries live in one file per group of tables, as free functions returning the crate's
+//! internal `SqlError`. The trait implementation here runs each operation in its span
+//! (`store.<operation>`, with the backend's name and nothing of the data) and turns its `SqlError`
+//! into a [`StoreError`], where driver errors are classified once. A call the input rules
+//! (`checked`) refuse never reaches a backend and has no span.
+
+mod conversations;
+mod handlers;
+mod negotiations;
+mod protocols;
+mod uploads;
+mod usage;
+
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tracing::Instrument as _;
+use uuid::Uuid;
+
+use super::{BACKEND_NAME, Db, SqlStore};
+use crate::StoreError;
+use crate::error::SqlError;
+use crate::model::{
+    Agreement, Conversation, Direction, Handler, LoggedMessage, Negotiation, NegotiationOutcome,
+    NegotiationRecord, NewAgreement, NewConversation, NewHandler, NewNegotiation, Protocol,
+    ProtocolUsage, Role, Upload, UploadMeta,
+};
+
+/// The span of one business operation: `store.<operation>` at debug level, so that nothing is built
+/// when debug is off, naming the backend and nothing of the data.
+macro_rules! span {
+    ($name:literal) => {
+        tracing::debug_span!($name, backend = BACKEND_NAME)
+    };
+}
+
+/// Runs one operation's queries inside its span and turns their `SqlError` into a `StoreError`.
+async fn traced<T>(
+    span: tracing::Span,
+    queries: impl Future<Output = Result<T, SqlError>>,
+) -> Result<T, StoreError> {
+    Ok(queries.instrument(span).await?)
+}
+
+#[async_trait::async_trait]
+impl crate::Store for SqlStore {
+    fn backend_name(&self) -> &'static str {
+        BACKEND_NAME
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        traced(span!("store.ping"), async {
+            sqlx::query("SELECT 1").execute(&self.pool).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    // --- conversations -------------------------------------------------------------------------
+
+    async fn create_conversation(&self, new: NewConversation) -> Result<Conversation, StoreError> {
+        traced(
+            span!("store.create_conversation"),
+            conversations::create(self, new),
+        )
+        .await
+    }
+
+    async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        traced(
+            span!("store.get_conversation"),
+            conversations::get(self, id),
+        )
+        .await
+    }
+
+    async fn touch_conversation(&self, id: &str) -> Result<DateTime<Utc>, StoreError> {
+        traced(
+            span!("store.touch_conversation"),
+            conversations::touch(self, id),
+        )
+        .await
+    }
+
+    async fn update_conversation_state(
+        &self,
+        id: &str,
+        expected_version: i64,
+        state: &Value,
+    ) -> Result<i64, StoreError> {
+        traced(
+            span!("store.update_conversation_state"),
+            conversations::update_state(self, id, expected_version, state),
+        )
+        .await
+    }
+
+    async fn append_message(
+        &self,
+        conversation_id: &str,
+        direction: Direction,
+        message: &Value,
+    ) -> Result<LoggedMessage, StoreError> {
+        traced(
+            span!("store.append_message"),
+            conversations::append_message(self, conversation_id, direction, message),
+        )
+        .await
+    }
+
+    async fn list_messages(
+        &self,
+        conversation_id: &str,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<LoggedMessage>, StoreError> {
+        traced(
+            span!("store.list_messages"),
+            conversations::list_messages(self, conversation_id, after_seq, limit),
+        )
+        .await
+    }
+
+    // --- uploads -------------------------------------------------------------------------------
+
+    async fn put_upload(
+        &self,
+        bytes: &[u8],
+        content_type: &str,
+        filename: Option<&str>,
+    ) -> Result<UploadMeta, StoreError> {
+        traced(
+            span!("store.put_upload"),
+            uploads::put(self, bytes, content_type, filename),
+        )
+        .await
+    }
+
+    async fn get_upload(&self, id: &str) -> Result<Option<Upload>, StoreError> {
+        traced(span!("store.get_upload"), uploads::get(self, id)).await
+    }
+
+    async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError> {
+        traced(span!("store.upload_meta"), uploads::meta(self, id)).await
+    }
+
+    // --- protocols and agreements --------------------------------------------------------------
+
+    async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError> {
+        traced(span!("store.put_protocol"), protocols::put(self, text)).await
+    }
+
+    async fn get_protocol(&self, hash: &str) -> Result<Option<Protocol>, StoreError> {
+        traced(span!("store.get_protocol"), protocols::get(self, hash)).await
+    }
+
+    async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError> {
+        traced(
+            span!("store.record_agreement"),
+            protocols::record_agreement(self, new),
+        )
+        .await
+    }
+
+    async fn agreements_with_peer(
+        &self,
+        peer: &str,
+        role: Role,
+    ) -> Result<Vec<Agreement>, StoreError> {
+        traced(
+            span!("store.agreements_with_peer"),
+            protocols::agreements_with_peer(self, peer, role),
+        )
+        .await
+    }
+
+    async fn agreements_for_protocol(&self, hash: &str) -> Result<Vec<Agreement>, StoreError> {
+        traced(
+            span!("store.agreements_for_protocol"),
+            protocols::agreements_for_protocol(self, hash),
+        )
+        .await
+    }
+
+    async fn list_agreements(&self, limit: u32) -> Result<Vec<Agreement>, StoreError> {
+        traced(
+            span!("store.list_agreements"),
+            protocols::list_agreements(self, limit),
+        )
+        .await
+    }
+
+    // --- negotiations --------------------------------------------------------------------------
+
+    async fn start_negotiation(&self, new: NewNegotiation) -> Result<Negotiation, StoreError> {
+        traced(
+            span!("store.start_negotiation"),
+            negotiations::start(self, new),
+        )
+        .await
+    }
+
+    async fn append_transcript(
+        &self,
+        negotiation_id: Uuid,
+        direction: Direction,
+        message: &Value,
+    ) -> Result<LoggedMessage, StoreError> {
+        traced(
+            span!("store.append_transcript"),
+            negotiations::append_transcript(self, negotiation_id, direction, message),
+        )
+        .await
+    }
+
+    async fn finish_negotiation(
+        &self,
+        id: Uuid,
+        outcome: NegotiationOutcome,
+    ) -> Result<Negotiation, StoreError> {
+        traced(
+            span!("store.finish_negotiation"),
+            negotiations::finish(self, id, outcome),
+        )
+        .await
+    }
+
+    async fn get_negotiation(&self, id: Uuid) -> Result<Option<NegotiationRecord>, StoreError> {
+        traced(span!("store.get_negotiation"), negotiations::get(self, id)).await
+    }
+
+    async fn negotiations_for_protocol(&self, hash: &str) -> Result<Vec<Negotiation>, StoreError> {
+        traced(
+            span!("store.negotiations_for_protocol"),
+            negotiations::for_protocol(self, hash),
+        )
+        .await
+    }
+
+    // --- handlers ------------------------------------------------------------------------------
+
+    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<Handler, StoreError> {
+        traced(
+            span!("store.insert_handler_candidate"),
+            handlers::insert_candidate(self, new),
+        )
+        .await
+    }
+
+    async fn record_handler_verification(
+        &self,
+        id: Uuid,
+        passed: bool,
+        report: &Value,
+    ) -> Result<Handler, StoreError> {
+        traced(
+            span!("store.record_handler_verification"),
+            handlers::record_verification(self, id, passed, report),
+        )
+        .await
+    }
+
+    async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError> {
+        traced(
+            span!("store.activate_handler"),
+            handlers::activate(self, id),
+        )
+        .await
+    }
+
+    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError> {
+        traced(
+            span!("store.attach_compiled"),
+            handlers::attach_compiled(self, id, compiled),
+        )
+        .await
+    }
+
+    async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
+        traced(span!("store.get_handler"), handlers::get(self, id)).await
+    }
+
+    async fn active_handler(&self, hash: &str) -> Result<Option<Handler>, StoreError> {
+        traced(span!("store.active_handler"), handlers::active(self, hash)).await
+    }
+
+    // --- usage ---------------------------------------------------------------------------------
+
+    async fn record_usage(
+        &self,
+        peer: &str,
+        hash: &str,
+        ok: u64,
+        errors: u64,
+    ) -> Result<ProtocolUsage, StoreError> {
+        traced(
+            span!("store.record_usage"),
+            usage::record(self, peer, hash, ok, errors),
+        )
+        .await
+    }
+
+    async fn usage(&self, peer: &str, hash: &str) -> Result<Option<ProtocolUsage>, StoreError> {
+        traced(span!("store.usage"), usage::get(self, peer, hash)).await
+    }
+}
