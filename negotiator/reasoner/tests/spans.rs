@@ -41,11 +41,11 @@ impl SeenSpan {
 struct Spans(Arc<Mutex<Vec<SeenSpan>>>);
 
 /// The index of a span's entry, kept in the span's extensions.
-struct Entry(usize);
+struct SpanIndex(usize);
 
-struct Fields<'a>(&'a mut Vec<(String, String)>);
+struct FieldRecorder<'a>(&'a mut Vec<(String, String)>);
 
-impl Visit for Fields<'_> {
+impl Visit for FieldRecorder<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.push((field.name().to_owned(), value.to_owned()));
     }
@@ -58,7 +58,7 @@ impl Visit for Fields<'_> {
 impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let mut fields = Vec::new();
-        attrs.record(&mut Fields(&mut fields));
+        attrs.record(&mut FieldRecorder(&mut fields));
         let span = ctx.span(id).expect("a new span is registered");
         let parent = span.parent().map(|p| p.name().to_owned());
         let mut seen = self.0.lock().expect("not poisoned");
@@ -67,17 +67,17 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Spans {
             parent,
             fields,
         });
-        span.extensions_mut().insert(Entry(seen.len() - 1));
+        span.extensions_mut().insert(SpanIndex(seen.len() - 1));
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let span = ctx.span(id).expect("a recorded span is registered");
         let extensions = span.extensions();
-        let Some(Entry(index)) = extensions.get::<Entry>() else {
+        let Some(SpanIndex(index)) = extensions.get::<SpanIndex>() else {
             return;
         };
         let mut seen = self.0.lock().expect("not poisoned");
-        values.record(&mut Fields(&mut seen[*index].fields));
+        values.record(&mut FieldRecorder(&mut seen[*index].fields));
     }
 }
 

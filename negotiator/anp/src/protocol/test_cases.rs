@@ -12,7 +12,7 @@ use crate::markdown::Element;
 
 /// The test cases among `els`, named (`case <n>` when unnamed) and checked for unique names.
 pub(super) fn find_test_cases(els: &[&Element]) -> Result<Vec<TestCase>, ProtocolError> {
-    let mut reader = Reader::default();
+    let mut reader = CaseReader::default();
     for el in els {
         match el {
             Element::Heading { text, .. } => {
@@ -42,7 +42,7 @@ pub(super) fn find_test_cases(els: &[&Element]) -> Result<Vec<TestCase>, Protoco
 /// What has been read so far. Seed-style state: the current case heading and what has been
 /// seen under it.
 #[derive(Default)]
-struct Reader<'a> {
+struct CaseReader<'a> {
     cases: Vec<TestCase>,
     prose_name: Option<String>,
     prose_request: Option<Value>,
@@ -53,7 +53,7 @@ struct Reader<'a> {
     structured: bool,
 }
 
-impl Reader<'_> {
+impl CaseReader<'_> {
     /// One JSON value: structured cases, or the request or response of a prose case.
     fn json(&mut self, value: &Value) -> Result<(), ProtocolError> {
         let structured_shape = match value {
