@@ -46,11 +46,10 @@ use parley::client::NlipClient;
 use parley::config::{ProtocolBackend, ReasonerKind, Settings};
 use parley::negotiation::requester::{Outcome, Requester};
 use parley::startup::Bound;
-use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
-use parley_negotiator::{
-    BuiltinProtocolReasoner, CapabilitySpec, Evaluation, ProtocolDoc, ProtocolHash,
-};
+use parley_anp::{ProtocolDoc, ProtocolHash};
 use parley_nlip::{Content, Format, Message};
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
+use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability, Evaluation};
 use parley_store::Store;
 use parley_tests::{TestApp, example_capabilities, repo_root, test_settings};
 use serde_json::{Value, json};
@@ -1142,7 +1141,7 @@ async fn model_calls(base: &str) -> Result<Vec<ModelRow>> {
     let doc = ProtocolDoc::parse(base).map_err(|e| e.to_string())?;
     let capabilities = parley::startup::load_capabilities(Some(&example_capabilities()))
         .map_err(|e| format!("{e:#}"))?;
-    let specs = CapabilitySpec::all(&capabilities);
+    let specs = DeclaredCapability::all(&capabilities);
     let Evaluation::Accept { mapping } = BuiltinProtocolReasoner.evaluate_sync(&doc, &specs) else {
         return Err("the built-in reasoner does not accept the product protocol".into());
     };

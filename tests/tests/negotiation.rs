@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use parley::negotiation::requester::{Outcome, Requester};
-use parley_negotiator::{MetaMessage, ProtocolHash};
+use parley_anp::{MetaMessage, ProtocolHash};
 use parley_nlip::ErrorInfo;
 use parley_store::{Direction, Role, Store};
 use parley_tests::{TestApp, test_settings};
@@ -399,7 +399,7 @@ async fn each_negotiation_s_transcript_opens_with_the_hello_before_it() {
     let text = product_protocol();
     let hello = |tag: &str| {
         let mut hello =
-            MetaMessage::source_hello(parley_negotiator::anp::MetaProtocolInfo::parley([]))
+            MetaMessage::source_hello(parley_anp::messages::MetaProtocolInfo::parley([]))
                 .to_value();
         hello["sessionId"] = json!(tag);
         hello
@@ -463,16 +463,16 @@ async fn each_negotiation_s_transcript_opens_with_the_hello_before_it() {
 
 #[tokio::test]
 async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failure() {
-    use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
+    use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
     let text = product_protocol();
-    let doc = parley_negotiator::ProtocolDoc::parse(text.clone()).expect("doc");
+    let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
     let capabilities =
         parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
             .expect("capabilities");
-    let right = parley_negotiator::BuiltinProtocolReasoner
+    let right = parley_reasoner::BuiltinProtocolReasoner
         .generate_sync(
             &doc,
-            &parley_negotiator::CapabilitySpec::all(&capabilities),
+            &parley_reasoner::DeclaredCapability::all(&capabilities),
             None,
         )
         .expect("built-in handler");

@@ -3,8 +3,8 @@
 //! called, conversation history reaches the model, and model failures become NLIP errors.
 
 use parley::config::ReasonerKind;
-use parley_negotiator::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_tests::{TestApp, post_json, test_settings};
 use serde_json::json;
 

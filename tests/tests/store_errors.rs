@@ -82,10 +82,9 @@ fn control(metas: &[Value], token: Option<&Submessage>) -> Value {
 /// A hello opens a conversation; then `n` proposals in it, all sent at once, race for its state.
 async fn concurrent_proposals(settings: parley::config::Settings, n: usize) {
     let app = TestApp::spawn(&settings).await;
-    let hello = parley_negotiator::MetaMessage::source_hello(
-        parley_negotiator::anp::MetaProtocolInfo::parley([]),
-    )
-    .to_value();
+    let hello =
+        parley_anp::MetaMessage::source_hello(parley_anp::messages::MetaProtocolInfo::parley([]))
+            .to_value();
     let (status, reply) = post_json(&app.url(), &control(&[hello], None)).await;
     assert_eq!(status, 200, "{reply}");
     let reply = parley_nlip::from_json_value(&reply).expect("NLIP reply");

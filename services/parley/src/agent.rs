@@ -11,9 +11,10 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
+use parley_anp::ProtocolHash;
 use parley_capabilities::Capabilities;
-use parley_negotiator::{NlRequest, ProtocolHash, Reasoner, Turn};
 use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
+use parley_reasoner::{DialogueTurn, NlRequest, Reasoner};
 use parley_store::{Direction, NewConversation, Store, StoreError, Upload};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -367,7 +368,7 @@ impl Agent {
     }
 
     /// Earlier text turns of the conversation, oldest first.
-    async fn history(&self, id: &str) -> Result<Vec<Turn>, ApiError> {
+    async fn history(&self, id: &str) -> Result<Vec<DialogueTurn>, ApiError> {
         let Some(conv) = self.store.get_conversation(id).await? else {
             return Ok(Vec::new());
         };
@@ -385,8 +386,8 @@ impl Agent {
                 let msg = parley_nlip::from_json_value(&m.message).ok()?;
                 let text = msg.text_content()?.to_owned();
                 Some(match m.direction {
-                    Direction::Inbound => Turn::peer(text),
-                    Direction::Outbound => Turn::agent(text),
+                    Direction::Inbound => DialogueTurn::peer(text),
+                    Direction::Outbound => DialogueTurn::agent(text),
                 })
             })
             .collect())

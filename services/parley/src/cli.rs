@@ -38,7 +38,7 @@ pub enum CliError {
         source: serde_json::Error,
     },
     #[error("cannot draft a protocol from the requirement")]
-    Draft(#[source] parley_negotiator::ProtocolReasonerError),
+    Draft(#[source] parley_reasoner::ProtocolReasonerError),
     #[error("{0}")]
     Usage(String),
     #[error("the sandbox task panicked")]
@@ -266,8 +266,8 @@ async fn protocol_text(args: &NegotiateArgs) -> Result<String, CliError> {
         })?;
         json(&read(p)?, || format!("{} is not JSON", p.display()))
     };
-    use parley_negotiator::ProtocolReasoner as _;
-    parley_negotiator::BuiltinProtocolReasoner
+    use parley_reasoner::ProtocolReasoner as _;
+    parley_reasoner::BuiltinProtocolReasoner
         .draft(
             &read(requirement)?,
             &schema(&args.input_schema)?,
@@ -335,7 +335,7 @@ async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
 }
 
 async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
-    let hash: parley_negotiator::ProtocolHash = args
+    let hash: parley_anp::ProtocolHash = args
         .protocol
         .parse()
         .map_err(|e| CliError::Usage(format!("--protocol: {e}")))?;
@@ -381,7 +381,7 @@ async fn protocols_list(store: LocalStore) -> Result<ExitCode, CliError> {
 }
 
 async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliError> {
-    let hash: parley_negotiator::ProtocolHash = hash
+    let hash: parley_anp::ProtocolHash = hash
         .parse()
         .map_err(|e| CliError::Usage(format!("hash: {e}")))?;
     let hex = hash.to_string();

@@ -73,7 +73,7 @@ impl ApiError {
     }
 
     /// A rule the peer broke in the meta-protocol.
-    pub fn negotiation(e: &parley_negotiator::NegotiationError) -> Self {
+    pub fn negotiation(e: &parley_anp::NegotiationError) -> Self {
         ApiError::Negotiation {
             code: e.code().to_owned(),
             message: e.to_string(),

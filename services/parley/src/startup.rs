@@ -10,7 +10,7 @@ use std::time::Duration;
 use std::path::PathBuf;
 
 use parley_capabilities::Capabilities;
-use parley_negotiator::{
+use parley_reasoner::{
     ApiKey, BuiltinProtocolReasoner, HybridProtocolReasoner, OpenAiConfig, OpenAiProtocolReasoner,
     ProtocolReasoner, Reasoner, ReasonerConfig, ReasonerError,
 };
@@ -101,8 +101,7 @@ pub fn build_reasoner(
     settings: &Settings,
     capabilities: Arc<Capabilities>,
 ) -> Result<Arc<dyn Reasoner>, StartupError> {
-    parley_negotiator::build(reasoner_config(settings), capabilities)
-        .map_err(StartupError::Reasoner)
+    parley_reasoner::build(reasoner_config(settings), capabilities).map_err(StartupError::Reasoner)
 }
 
 /// The protocol reasoner: built-in, hybrid (built-in first, then the model) or the model.
@@ -123,7 +122,7 @@ pub fn build_protocol_reasoner(
         ProtocolBackend::Builtin => Arc::new(BuiltinProtocolReasoner),
         ProtocolBackend::Openai => model()?,
         ProtocolBackend::Hybrid => Arc::new(HybridProtocolReasoner::new(model()?)),
-        ProtocolBackend::Auto => parley_negotiator::build_protocol_reasoner(&config)
+        ProtocolBackend::Auto => parley_reasoner::build_protocol_reasoner(&config)
             .map_err(StartupError::ProtocolReasoner)?,
     })
 }

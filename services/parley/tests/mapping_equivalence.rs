@@ -12,9 +12,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use parley_anp::ProtocolDoc;
 use parley_capabilities::Capabilities;
-use parley_negotiator::mapping::{Mapping, Source};
-use parley_negotiator::{BuiltinProtocolReasoner, CapabilitySpec, Evaluation, ProtocolDoc};
+use parley_reasoner::mapping::{Mapping, Source};
+use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability, Evaluation};
 use parley_sandbox::{Dialect, Grants, Sandbox, SandboxConfig};
 use serde_json::{Map, Value, json};
 
@@ -25,7 +26,7 @@ fn product_mapping() -> Mapping {
     let doc = ProtocolDoc::parse(text).expect("a protocol document");
     let capabilities = Capabilities::load(&root.join("examples/capabilities.toml"), |_| None)
         .expect("the example capabilities");
-    match BuiltinProtocolReasoner.evaluate_sync(&doc, &CapabilitySpec::all(&capabilities)) {
+    match BuiltinProtocolReasoner.evaluate_sync(&doc, &DeclaredCapability::all(&capabilities)) {
         Evaluation::Accept { mapping } => mapping,
         other => panic!("the built-in reasoner must accept the product protocol: {other:?}"),
     }
@@ -216,7 +217,7 @@ fn the_mapping_runtime_answers_exactly_as_the_generated_javascript() {
     mappings.extend(hand_made_mappings());
     let mut compared = 0;
     for mapping in &mappings {
-        let source = parley_negotiator::handler_gen::generate(mapping, "0".repeat(64).as_str());
+        let source = parley_reasoner::handler_gen::generate(mapping, "0".repeat(64).as_str());
         let javascript = sandbox.publish(&source).expect("the JavaScript publishes");
         let compiled = sandbox
             .publish_as(

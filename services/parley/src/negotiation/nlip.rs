@@ -18,7 +18,7 @@
 
 use async_trait::async_trait;
 use axum::http::StatusCode;
-use parley_negotiator::{MetaMessage, ProtocolHash};
+use parley_anp::{MetaMessage, ProtocolHash};
 use parley_nlip::{Content, ErrorInfo, Format, Message, Submessage, TokenKind};
 use serde_json::Value;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use parley_negotiator::{
+use parley_anp::{
     MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash, RequesterSession, SessionConfig,
     Step, Verdict,
 };
@@ -31,7 +31,7 @@ pub enum RequesterError {
     #[error(transparent)]
     Store(#[from] parley_store::StoreError),
     #[error("the protocol text is not a usable protocol document: {0}")]
-    Protocol(#[from] parley_negotiator::ProtocolError),
+    Protocol(#[from] parley_anp::ProtocolError),
     #[error(
         "the peer does not speak the meta-protocol (it answered without meta-protocol messages); talk to it in natural language instead"
     )]
@@ -249,12 +249,9 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             }
             Step::FixError { description } => {
                 // The provider says our expectation is wrong; we hold to the agreed text.
-                Next::step(
-                    self.session
-                        .fix_evaluated(parley_negotiator::FixVerdict::Decline {
-                            reason: format!("the requester keeps its expectation: {description}"),
-                        }),
-                )
+                Next::step(self.session.fix_evaluated(parley_anp::FixVerdict::Decline {
+                    reason: format!("the requester keeps its expectation: {description}"),
+                }))
             }
             Step::Regenerate { send, .. } => {
                 self.outbox.extend(send);
@@ -273,7 +270,7 @@ impl Requester {
         text: &str,
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let all = parley_negotiator::anp::capability::ALL.map(str::to_owned);
+        let all = parley_anp::messages::capability::ALL.map(str::to_owned);
         self.negotiate_with(url, text, &all, progress).await
     }
 

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
-use parley_capabilities::Capabilities;
-use parley_negotiator::verify::verify_cases;
-use parley_negotiator::{
+use parley_anp::verify::verify_cases;
+use parley_anp::{
     Fixtures, HandlerRunner, ProtocolDoc, ProtocolHash, TestCase, VerificationReport,
 };
+use parley_capabilities::Capabilities;
 use parley_sandbox::{
     CapabilityFuture, CapabilityHost, Dialect, Grants, Handler, Sandbox, SandboxError,
 };
@@ -208,7 +208,7 @@ pub enum LoadError {
     #[error(transparent)]
     Store(#[from] parley_store::StoreError),
     #[error("the stored protocol text does not parse: {0}")]
-    Protocol(#[from] parley_negotiator::ProtocolError),
+    Protocol(#[from] parley_anp::ProtocolError),
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }

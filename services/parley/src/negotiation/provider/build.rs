@@ -2,9 +2,8 @@
 //! verification against the protocol's test cases in the sandbox, bounded regeneration from the
 //! failure, and the check of the handler's compiled form.
 
-use parley_negotiator::{
-    GeneratedHandler, ProtocolDoc, TestCase, Verdict, VerificationReport, verify::compiled_differs,
-};
+use parley_anp::{ProtocolDoc, TestCase, Verdict, VerificationReport, verify::compiled_differs};
+use parley_reasoner::GeneratedHandler;
 use parley_sandbox::Dialect;
 use parley_store::NewHandler;
 use serde_json::{Value, json};
@@ -40,7 +39,7 @@ impl Built {
 /// Where a new handler comes from: generated for the protocol (from the mapping the reasoner
 /// accepted it with, when it has one), or fixed from an earlier handler and its failure.
 pub(super) enum Source {
-    Generate(Option<parley_negotiator::Mapping>),
+    Generate(Option<parley_reasoner::Mapping>),
     Fix(GeneratedHandler, String),
 }
 
@@ -249,7 +248,7 @@ impl Provider {
         text: &str,
     ) -> Result<Verdict, ApiError> {
         let reject = |reason: String| Ok(Verdict::Reject { reason });
-        let cases = match parley_negotiator::parse_test_cases(text) {
+        let cases = match parley_anp::parse_test_cases(text) {
             Ok(c) if !c.is_empty() => c,
             Ok(_) => return reject("no test cases".into()),
             Err(e) => return reject(e.to_string()),
@@ -305,7 +304,8 @@ fn expectation_only(report: &VerificationReport) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use parley_negotiator::{CapabilitySpec, ProtocolHash};
+    use parley_anp::ProtocolHash;
+    use parley_reasoner::DeclaredCapability;
     use parley_sandbox::Sandbox;
     use parley_store::Store;
 
@@ -354,10 +354,8 @@ mod tests {
             Provider::new(
                 store.clone(),
                 capabilities.clone(),
-                Arc::new(parley_negotiator::BuiltinProtocolReasoner),
-                Arc::new(parley_negotiator::BuiltinReasoner::new(
-                    capabilities.clone(),
-                )),
+                Arc::new(parley_reasoner::BuiltinProtocolReasoner),
+                Arc::new(parley_reasoner::BuiltinReasoner::new(capabilities.clone())),
                 sandbox.clone(),
                 crate::config::NegotiationLimits {
                     compiled_handlers,
@@ -365,8 +363,8 @@ mod tests {
                 },
             )
         };
-        let generated = parley_negotiator::BuiltinProtocolReasoner
-            .generate_sync(&doc, &CapabilitySpec::all(&capabilities), None)
+        let generated = parley_reasoner::BuiltinProtocolReasoner
+            .generate_sync(&doc, &DeclaredCapability::all(&capabilities), None)
             .expect("the built-in handler");
         let mapping = generated.compiled.clone().expect("a compiled form");
         let on = provider(true);

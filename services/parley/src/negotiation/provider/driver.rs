@@ -1,11 +1,11 @@
 //! The provider's turn: the meta-protocol messages of one inbound message, answered with the
 //! [`ProviderSession`] state machine of the conversation's negotiation.
 
-use parley_negotiator::anp::NlMessageType;
-use parley_negotiator::{
-    FixVerdict, Mapping, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step,
-    Verdict,
+use parley_anp::messages::NlMessageType;
+use parley_anp::{
+    FixVerdict, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step, Verdict,
 };
+use parley_reasoner::Mapping;
 use parley_store::{Direction, NewNegotiation, Role};
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -139,7 +139,7 @@ impl Provider {
             });
         }
         turn.peer_fixes_errors =
-            state.peer_supports(parley_negotiator::anp::capability::FIX_ERROR_NEGOTIATION);
+            state.peer_supports(parley_anp::messages::capability::FIX_ERROR_NEGOTIATION);
         let negotiation = state
             .negotiation
             .as_mut()
@@ -264,7 +264,7 @@ impl Provider {
     /// The reasoner's verdict on a proposal; a backend failure is an error for the caller,
     /// never an empty or default verdict.
     async fn evaluate(&self, text: &str, turn: &mut Turn) -> Result<Verdict, ApiError> {
-        let doc = match parley_negotiator::ProtocolDoc::parse(text) {
+        let doc = match parley_anp::ProtocolDoc::parse(text) {
             Ok(doc) => doc,
             Err(e) => {
                 return Ok(Verdict::Reject {
@@ -279,7 +279,7 @@ impl Provider {
             .await
             .map_err(reasoner_error)?;
         let verdict = evaluation.verdict();
-        if let parley_negotiator::Evaluation::Accept { mapping } = evaluation {
+        if let parley_reasoner::Evaluation::Accept { mapping } = evaluation {
             turn.mapping = Some(mapping);
         }
         Ok(verdict)
@@ -288,11 +288,11 @@ impl Provider {
     /// The natural-language reasoner's answer to a `naturalLanguageNegotiation` request.
     async fn converse(
         &self,
-        nl: &parley_negotiator::anp::NaturalLanguageNegotiation,
+        nl: &parley_anp::messages::NaturalLanguageNegotiation,
     ) -> Result<MetaMessage, ApiError> {
         let answer = self
             .nl
-            .answer(parley_negotiator::NlRequest {
+            .answer(parley_reasoner::NlRequest {
                 text: nl.message.clone(),
                 language: parley_nlip::DEFAULT_LANGUAGE.into(),
                 history: Vec::new(),
@@ -363,7 +363,7 @@ impl Turn {
 }
 
 /// What the summary says of a verdict on protocol `hash`.
-fn evaluated(hash: &parley_negotiator::ProtocolHash, verdict: &Verdict) -> String {
+fn evaluated(hash: &parley_anp::ProtocolHash, verdict: &Verdict) -> String {
     match verdict {
         Verdict::Accept => format!("Protocol {hash} accepted."),
         Verdict::Counter { .. } => {

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use parley_negotiator::anp::Hello;
+use parley_anp::messages::Hello;
 use parley_store::Direction;
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
 //! The provider's side of negotiation: answers meta-protocol messages with the
-//! [`ProviderSession`](parley_negotiator::ProviderSession) state machine, evaluates proposals
+//! [`ProviderSession`](parley_anp::ProviderSession) state machine, evaluates proposals
 //! with the protocol reasoner, generates and verifies handlers in the sandbox, and serves
 //! application messages through the active ones.
 //!
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_capabilities::Capabilities;
-use parley_negotiator::{CapabilitySpec, ProtocolReasoner, Reasoner};
+use parley_reasoner::{DeclaredCapability, ProtocolReasoner, Reasoner};
 use parley_sandbox::Sandbox;
 use parley_store::Store;
 
@@ -41,7 +41,7 @@ pub struct Provider {
     store: Arc<dyn Store>,
     capabilities: Arc<Capabilities>,
     /// The capabilities as the protocol reasoner sees them.
-    specs: Vec<CapabilitySpec>,
+    specs: Vec<DeclaredCapability>,
     reasoner: Arc<dyn ProtocolReasoner>,
     /// Answers `naturalLanguageNegotiation` requests.
     nl: Arc<dyn Reasoner>,
@@ -65,7 +65,7 @@ impl Provider {
         limits: NegotiationLimits,
     ) -> Self {
         Provider {
-            specs: CapabilitySpec::all(&capabilities),
+            specs: DeclaredCapability::all(&capabilities),
             runner: SandboxRunner::new(sandbox.clone(), capabilities.clone()),
             store,
             capabilities,
@@ -97,7 +97,7 @@ impl Provider {
 
 /// Failures of the model itself (unreachable, or an unusable answer) go to the caller as
 /// errors; they are never turned into a proposal or a failed code generation for the peer.
-fn reasoner_error(e: parley_negotiator::ProtocolReasonerError) -> ApiError {
+fn reasoner_error(e: parley_reasoner::ProtocolReasonerError) -> ApiError {
     ApiError::Reasoner {
         code: e.code().to_owned(),
         message: e.to_string(),

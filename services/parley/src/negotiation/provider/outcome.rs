@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use parley_negotiator::{NegotiationError, ProtocolDoc, ProtocolHash};
+use parley_anp::{NegotiationError, ProtocolDoc, ProtocolHash};
 use parley_store::{
     Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, Role, StoreError,
 };

@@ -2,7 +2,7 @@
 //! negotiation; only the protocol's schema checks around the sandboxed handler. Nothing here
 //! knows how the message travelled.
 
-use parley_negotiator::ProtocolHash;
+use parley_anp::ProtocolHash;
 use serde_json::Value;
 use tracing::Instrument as _;
 

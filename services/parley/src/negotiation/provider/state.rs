@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use parley_negotiator::{GeneratedHandler, ProviderSession};
+use parley_anp::ProviderSession;
+use parley_reasoner::GeneratedHandler;
 use parley_store::{Direction, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

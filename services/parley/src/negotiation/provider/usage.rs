@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use parley_negotiator::ProtocolHash;
+use parley_anp::ProtocolHash;
 use parley_store::Store;
 
 /// How often the last flush at shutdown is retried while the database cannot take it.

@@ -1,0 +1,416 @@
+//! Protocol documents: the markdown text two agents agree on, and what Parley reads out of it.
+//!
+//! A protocol document (seed 002's `candidateProtocols`) is markdown with these sections:
+//!
+//! | section | heading words recognised (any level, any case, numbering and `:` ignored) | needed |
+//! | --- | --- | --- |
+//! | requirements | `Requirements`, `Requirement`, `Purpose`, `Goal` | no |
+//! | process | `Process`, `Process Description`, `Interaction Flow`, `Flow`, `Interaction` | no |
+//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)` | **yes** |
+//! | error handling | `Error Handling`, `Errors`, `Error Codes` | no |
+//! | test cases | `Test Cases`, `Tests`, `Test Case` (without a number) | no |
+//!
+//! The section level is the level of the first recognised section heading; deeper headings (and
+//! headings that are not section names, such as `## Request Message` or `# Test Case 2`) stay
+//! inside the current section.
+//!
+//! # Schemas
+//! The data format section must hold two JSON Schemas (draft 2020-12 unless the schema's
+//! `$schema` names another draft), in ```` ```json ```` fences or as bare JSON starting a line.
+//! A JSON object counts as a schema when it has `$schema`, `properties`, or a `type` that is a
+//! JSON Schema type name. Which one is the request and which the response is decided, in order,
+//! by: the nearest text line above it (e.g. `Request JSON schema:`), the heading it is under
+//! (e.g. `## Response Message`), its `title` (e.g. `ProductInfoRequest`), and finally document
+//! order (first request, then response). A missing schema, two candidates for one role, or a
+//! schema that does not compile is a [`ProtocolError`] naming the role.
+//!
+//! # Test cases
+//! The test cases section holds a JSON array (fenced or bare), or several, of objects:
+//!
+//! ```json
+//! [
+//!   {
+//!     "name": "found",
+//!     "description": "optional prose",
+//!     "request": { "messageId": "m1", "productId": "P12345" },
+//!     "expectedResponse": { "messageId": "m1", "status": { "code": 200 } },
+//!     "match": "subset",
+//!     "fixtures": {
+//!       "getProductInfo": [ { "args": { "productId": "P12345" }, "result": { "productId": "P12345" } } ]
+//!     }
+//!   }
+//! ]
+//! ```
+//!
+//! - `request` and `expectedResponse` are required; `name` defaults to `case <n>` (1-based).
+//! - `match` is `"subset"` (default) or `"exact"`; see [`MatchMode`].
+//! - `fixtures` answers the handler's capability calls during verification, so no real
+//!   capability runs: for each capability, a list of `{ "args": …, "result": … }` (a successful
+//!   call; `result` defaults to `null`) or `{ "args": …, "error": "text" }` (the call throws).
+//!   A call is answered by the first entry whose `args` equal the call's arguments exactly; a call
+//!   with no matching entry fails (see [`Fixtures::answer`]).
+//!
+//! Seed 002's own prose form is read too: under each `Test Case …` heading, the first JSON value
+//! after a line mentioning "request" is the request and the first after a line mentioning
+//! "response" is the expected response (with `match: subset` and no fixtures).
+//!
+//! # Invariants
+//! - `ProtocolDoc` keeps the exact text it was parsed from; [`ProtocolDoc::hash`] is
+//!   [`ProtocolHash::of`] that text.
+//! - A `ProtocolDoc` always has compiled request and response schemas.
+
+mod schemas;
+mod sections;
+mod test_cases;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use self::schemas::find_schemas;
+use self::sections::{Section, split_sections};
+use self::test_cases::find_test_cases;
+use crate::hash::ProtocolHash;
+use crate::markdown::{Element, elements};
+
+/// The two messages a protocol defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchemaRole {
+    Request,
+    Response,
+}
+
+impl fmt::Display for SchemaRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SchemaRole::Request => "request",
+            SchemaRole::Response => "response",
+        })
+    }
+}
+
+/// Why a protocol text is not a usable protocol document.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("the protocol document is empty")]
+    Empty,
+    #[error("the protocol document has no `{section}` section")]
+    MissingSection { section: &'static str },
+    #[error("the Data Format section has no JSON Schema for the {role} message")]
+    MissingSchema { role: SchemaRole },
+    #[error(
+        "the Data Format section has {count} JSON Schemas that look like the {role} schema (lines {lines:?}); label each one"
+    )]
+    AmbiguousSchema {
+        role: SchemaRole,
+        count: usize,
+        lines: Vec<usize>,
+    },
+    #[error("invalid JSON in the {section} section at line {line}: {message}")]
+    InvalidJson {
+        section: &'static str,
+        line: usize,
+        message: String,
+    },
+    #[error("the {role} schema is not a valid JSON Schema: {message}")]
+    InvalidSchema { role: SchemaRole, message: String },
+    #[error("test case {index} ({name}) is invalid: {message}")]
+    InvalidTestCase {
+        /// 1-based position in the document.
+        index: usize,
+        name: String,
+        message: String,
+    },
+}
+
+impl ProtocolError {
+    /// A stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProtocolError::Empty => "empty_protocol",
+            ProtocolError::MissingSection { .. } => "missing_section",
+            ProtocolError::MissingSchema { .. } => "missing_schema",
+            ProtocolError::AmbiguousSchema { .. } => "ambiguous_schema",
+            ProtocolError::InvalidJson { .. } => "invalid_json",
+            ProtocolError::InvalidSchema { .. } => "invalid_schema",
+            ProtocolError::InvalidTestCase { .. } => "invalid_test_case",
+        }
+    }
+}
+
+/// A message that does not match one of the protocol's schemas.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {role} does not match the protocol's {role} schema: {}", .errors.join("; "))]
+pub struct SchemaViolation {
+    pub role: SchemaRole,
+    /// One entry per violation, `at <JSON pointer>: <problem>` (`/` is the whole message).
+    /// At most [`SchemaViolation::MAX_ERRORS`] entries; a final `…` entry marks truncation.
+    pub errors: Vec<String>,
+}
+
+impl SchemaViolation {
+    pub const MAX_ERRORS: usize = 8;
+}
+
+/// How a handler's response is compared with a test case's `expectedResponse`.
+///
+/// In both modes the response must also be valid against the protocol's response schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchMode {
+    /// Every field the expectation lists must be present with an equal value, recursively
+    /// through objects; arrays must have the same length and match element-wise; fields the
+    /// expectation does not list may be present. Numbers compare by value (`200` = `200.0`).
+    /// This lets a test pin what matters (status code, ids) without freezing optional extras.
+    #[default]
+    Subset,
+    /// The response must equal the expectation exactly (numbers still compare by value).
+    Exact,
+}
+
+/// One scripted capability call for verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fixture {
+    /// The arguments the handler is expected to pass, compared with exact JSON equality.
+    pub args: Value,
+    /// What `host.call` returns. Defaults to `null` (e.g. a lookup that found nothing).
+    #[serde(default)]
+    pub result: Value,
+    /// When present, `host.call` throws with this text instead of returning `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Scripted answers to capability calls, by capability name. See the module docs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fixtures(pub BTreeMap<String, Vec<Fixture>>);
+
+impl Fixtures {
+    /// The scripted outcome for this call, or `None` when no fixture matches.
+    pub fn lookup(&self, capability: &str, args: &Value) -> Option<Result<Value, String>> {
+        let fixture = self.0.get(capability)?.iter().find(|f| &f.args == args)?;
+        Some(match &fixture.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(fixture.result.clone()),
+        })
+    }
+
+    /// Like [`Fixtures::lookup`], but a call with no fixture is an error describing the call —
+    /// what a verification host should make `host.call` throw.
+    pub fn answer(&self, capability: &str, args: &Value) -> Result<Value, String> {
+        self.lookup(capability, args).unwrap_or_else(|| {
+            Err(format!(
+                "no fixture for {capability}({args}) in this test case"
+            ))
+        })
+    }
+
+    /// Capability names the fixtures mention.
+    pub fn capabilities(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.values().all(Vec::is_empty)
+    }
+}
+
+/// One negotiated test case. See the module docs for the JSON form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestCase {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub request: Value,
+    pub expected_response: Value,
+    #[serde(default, rename = "match")]
+    pub match_mode: MatchMode,
+    #[serde(default, skip_serializing_if = "Fixtures::is_empty")]
+    pub fixtures: Fixtures,
+}
+
+/// The recognised sections of a document, as raw markdown (heading excluded).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sections {
+    pub requirements: Option<String>,
+    pub process: Option<String>,
+    pub data_format: Option<String>,
+    pub error_handling: Option<String>,
+    pub test_cases: Option<String>,
+}
+
+/// A parsed protocol document: the exact text, its hash, compiled schemas and test cases.
+#[derive(Clone)]
+pub struct ProtocolDoc {
+    text: String,
+    hash: ProtocolHash,
+    sections: Sections,
+    request_schema: Value,
+    response_schema: Value,
+    request_validator: jsonschema::Validator,
+    response_validator: jsonschema::Validator,
+    test_cases: Vec<TestCase>,
+}
+
+impl std::fmt::Debug for ProtocolDoc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The text and compiled validators are large; the hash names the document.
+        f.debug_struct("ProtocolDoc")
+            .field("hash", &self.hash)
+            .field("bytes", &self.text.len())
+            .field("test_cases", &self.test_cases.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProtocolDoc {
+    /// Parses a protocol document. The text is kept byte for byte.
+    pub fn parse(text: impl Into<String>) -> Result<Self, ProtocolError> {
+        let text = text.into();
+        if text.trim().is_empty() {
+            return Err(ProtocolError::Empty);
+        }
+        let els = elements(&text);
+        let lines: Vec<&str> = text.lines().collect();
+        let bodies = split_sections(&els, &lines);
+
+        let sections = Sections {
+            requirements: bodies.get(&Section::Requirements).map(|b| b.text.clone()),
+            process: bodies.get(&Section::Process).map(|b| b.text.clone()),
+            data_format: bodies.get(&Section::DataFormat).map(|b| b.text.clone()),
+            error_handling: bodies.get(&Section::ErrorHandling).map(|b| b.text.clone()),
+            test_cases: bodies.get(&Section::TestCases).map(|b| b.text.clone()),
+        };
+
+        let data = bodies
+            .get(&Section::DataFormat)
+            .ok_or(ProtocolError::MissingSection {
+                section: Section::DataFormat.title(),
+            })?;
+        let (request_schema, response_schema) = find_schemas(&data.elements)?;
+        let request_validator = compile(SchemaRole::Request, &request_schema)?;
+        let response_validator = compile(SchemaRole::Response, &response_schema)?;
+        let test_cases = match bodies.get(&Section::TestCases) {
+            Some(body) => find_test_cases(&body.elements)?,
+            None => Vec::new(),
+        };
+        let hash = ProtocolHash::of(&text);
+        Ok(Self {
+            text,
+            hash,
+            sections,
+            request_schema,
+            response_schema,
+            request_validator,
+            response_validator,
+            test_cases,
+        })
+    }
+
+    /// The exact text this document was parsed from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// SHA-256 of [`ProtocolDoc::text`].
+    pub fn hash(&self) -> ProtocolHash {
+        self.hash
+    }
+
+    pub fn sections(&self) -> &Sections {
+        &self.sections
+    }
+
+    pub fn request_schema(&self) -> &Value {
+        &self.request_schema
+    }
+
+    pub fn response_schema(&self) -> &Value {
+        &self.response_schema
+    }
+
+    pub fn schema(&self, role: SchemaRole) -> &Value {
+        match role {
+            SchemaRole::Request => &self.request_schema,
+            SchemaRole::Response => &self.response_schema,
+        }
+    }
+
+    /// The negotiated test cases, in document order (possibly none).
+    pub fn test_cases(&self) -> &[TestCase] {
+        &self.test_cases
+    }
+
+    /// Checks a request against the request schema.
+    pub fn validate_request(&self, request: &Value) -> Result<(), SchemaViolation> {
+        violations(SchemaRole::Request, &self.request_validator, request)
+    }
+
+    /// Checks a response against the response schema.
+    pub fn validate_response(&self, response: &Value) -> Result<(), SchemaViolation> {
+        violations(SchemaRole::Response, &self.response_validator, response)
+    }
+}
+
+/// Parses test cases on their own (the body of a `testCasesNegotiation` message), in the format
+/// of a protocol's test cases section (see the module docs).
+pub fn parse_test_cases(text: &str) -> Result<Vec<TestCase>, ProtocolError> {
+    let els = elements(text);
+    let refs: Vec<&Element> = els.iter().collect();
+    find_test_cases(&refs)
+}
+
+fn violations(
+    role: SchemaRole,
+    validator: &jsonschema::Validator,
+    instance: &Value,
+) -> Result<(), SchemaViolation> {
+    // Every application message is checked twice; the yes/no check stops at the first
+    // failure and allocates nothing, and the errors are only collected for a refusal.
+    if validator.is_valid(instance) {
+        return Ok(());
+    }
+    let mut errors: Vec<String> = validator
+        .iter_errors(instance)
+        .take(SchemaViolation::MAX_ERRORS + 1)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
+            format!("at {at}: {e}")
+        })
+        .collect();
+    if errors.is_empty() {
+        return Ok(());
+    }
+    if errors.len() > SchemaViolation::MAX_ERRORS {
+        errors.truncate(SchemaViolation::MAX_ERRORS);
+        errors.push("…".to_owned());
+    }
+    Err(SchemaViolation { role, errors })
+}
+
+fn compile(role: SchemaRole, schema: &Value) -> Result<jsonschema::Validator, ProtocolError> {
+    // Draft 2020-12 unless the schema names its own draft; remote `$ref`s cannot resolve
+    // (the crate is built without resolvers), so a protocol is self-contained by construction.
+    let names_draft = schema.get("$schema").is_some_and(Value::is_string);
+    let result = if names_draft {
+        jsonschema::validator_for(schema)
+    } else {
+        jsonschema::draft202012::new(schema)
+    };
+    result.map_err(|e| ProtocolError::InvalidSchema {
+        role,
+        message: e.to_string(),
+    })
+}

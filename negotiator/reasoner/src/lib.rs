@@ -1,0 +1,67 @@
+//! Reasoners: the part of a Parley agent that decides. Two traits, each with a deterministic
+//! built-in backend and one over an OpenAI-compatible chat-completions endpoint:
+//!
+//! - [`Reasoner`] answers natural-language NLIP messages ([`NlRequest`] → [`NlAnswer`]), using
+//!   the operator's capabilities: [`BuiltinReasoner`], [`OpenAiReasoner`] (capabilities offered
+//!   as tools).
+//! - [`ProtocolReasoner`] does the reasoning the ANP meta-protocol needs (evaluate a proposed
+//!   protocol, generate and fix its handler, draft one, review test cases):
+//!   [`BuiltinProtocolReasoner`], [`OpenAiProtocolReasoner`], and [`HybridProtocolReasoner`]
+//!   (built-in first, the model only where the built-in one cannot decide).
+//!
+//! The server picks the backends from one [`ReasonerConfig`] with [`build`] and
+//! [`build_protocol_reasoner`].
+//!
+//! # Layout
+//! | module | what it owns |
+//! | --- | --- |
+//! | [`dialogue`] | the [`Reasoner`] trait, its request/answer types and both backends |
+//! | [`protocol_reasoner`] | the [`ProtocolReasoner`] trait, [`Evaluation`], [`GeneratedHandler`], the built-in (+ counter-proposals), hybrid and OpenAI backends (prompts, answer validation) |
+//! | [`planner`] | the built-in protocol reasoner's core: a protocol mapped onto one capability ([`planner::plan`] → a [`Mapping`] and its gaps) |
+//! | [`handler_gen`] | the JavaScript handler generated from a [`Mapping`] |
+//! | [`draft`] | protocol documents Parley writes: the requester's first draft, and the rendering counter-proposals share |
+//! | `schema` | reading JSON Schemas (properties, required fields, types) |
+//! | `chat` | the OpenAI-compatible endpoint both model backends use ([`OpenAiConfig`], [`ApiKey`]) |
+//! | `config` | [`ReasonerConfig`], [`build`], [`build_protocol_reasoner`] |
+//! | [`mapping`] | re-export of the crate `parley-mapping`: the [`Mapping`] type, shared with the sandbox's mapping runtime |
+//! | `testing` | (feature `testing`) `ScriptedOpenAi`, a scripted OpenAI-compatible server on loopback for this crate's and the server's tests |
+//!
+//! # Invariants
+//! - Dependencies point one way: this crate uses `parley-anp` (documents, sessions' verdicts),
+//!   `parley-capabilities` and `parley-mapping`, and none of them knows it. No axum outside
+//!   `testing`.
+//! - An `Ok` answer always has non-empty text, an `Ok` evaluation or handler is never empty;
+//!   every backend failure is a typed error ([`ReasonerError`], [`ProtocolReasonerError`]).
+//! - Every model request is one `model.call` span (purpose, model); prompts, bodies and API keys
+//!   are never logged (keys never even in `Debug`).
+
+mod chat;
+mod config;
+pub mod dialogue;
+pub mod draft;
+mod error;
+pub mod handler_gen;
+pub mod planner;
+pub mod protocol_reasoner;
+mod schema;
+/// Scripted OpenAI-compatible server for tests (feature `testing`, never in the shipped binary).
+#[cfg(feature = "testing")]
+pub mod testing;
+
+/// The handler plan the planner produces: the crate `parley-mapping`, shared with the sandbox's
+/// mapping runtime.
+pub use parley_mapping as mapping;
+pub use parley_mapping::Mapping;
+
+pub use chat::{ApiKey, OpenAiConfig};
+pub use config::{ReasonerConfig, build, build_protocol_reasoner};
+pub use dialogue::{
+    BuiltinReasoner, CapabilityCall, DialogueTurn, NlAnswer, NlRequest, OpenAiReasoner, Reasoner,
+    Speaker,
+};
+pub use error::ReasonerError;
+pub use planner::DeclaredCapability;
+pub use protocol_reasoner::{
+    BuiltinProtocolReasoner, Evaluation, GeneratedHandler, HybridProtocolReasoner,
+    ModelAnswerError, OpenAiProtocolReasoner, ProtocolReasoner, ProtocolReasonerError,
+};

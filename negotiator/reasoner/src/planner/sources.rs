@@ -1,0 +1,209 @@
+//! Where a response field's value comes from, in the order of preference the planner's module
+//! docs list.
+
+use std::collections::BTreeSet;
+
+use parley_mapping::{Source, StatusShape};
+use serde_json::Value;
+
+use super::names::key;
+use crate::schema::{allowed_values, json_types, properties, required, types_fit};
+
+/// Where response field `field` comes from, if anywhere (see the module docs for the order);
+/// adds the matched fields to `score`.
+pub(super) fn source_for(
+    field: &str,
+    schema: &Value,
+    req_props: &[(String, &Value)],
+    output: &Value,
+    output_props: &[(String, &Value)],
+    score: &mut usize,
+) -> Option<Source> {
+    // 1. A same-named output field.
+    if let Some((name, out_schema)) = output_props
+        .iter()
+        .find(|(name, _)| key(name) == key(field))
+        && types_fit(out_schema, schema)
+    {
+        *score += 1;
+        return Some(Source::OutputField {
+            field: name.clone(),
+        });
+    }
+    // 2. The whole output, reshaped into an object field, or as is.
+    let types = json_types(schema);
+    let sub_props = properties(schema);
+    if !output_props.is_empty()
+        && !sub_props.is_empty()
+        && types.as_ref().is_none_or(|t| t.contains("object"))
+    {
+        let sub_required = required(schema);
+        let mut fields = Vec::new();
+        let mut complete = true;
+        for (sub, sub_schema) in &sub_props {
+            match output_props
+                .iter()
+                .find(|(o, o_schema)| key(o) == key(sub) && types_fit(o_schema, sub_schema))
+            {
+                Some((o, _)) => fields.push((sub.clone(), o.clone())),
+                None if sub_required.contains(sub.as_str()) => complete = false,
+                None => {}
+            }
+        }
+        if complete && !fields.is_empty() {
+            *score += fields.len();
+            return Some(Source::OutputObject { fields });
+        }
+    }
+    let output_types = json_types(output);
+    let same_kind = |t: &str| {
+        types.as_ref().is_some_and(|ts| ts.contains(t))
+            && output_types.as_ref().is_some_and(|ts| ts.contains(t))
+    };
+    if output_props.is_empty() && same_kind("array") {
+        *score += 1;
+        return Some(Source::Output);
+    }
+    // 3. A status field.
+    if let Some(shape) = status_shape(field, schema) {
+        return Some(Source::Status { shape });
+    }
+    // 4. A constant.
+    if let Some(value) = constant(field, schema) {
+        return Some(Source::Constant { value });
+    }
+    // 5. An echoed request field.
+    if let Some((name, req_schema)) = req_props.iter().find(|(name, _)| key(name) == key(field))
+        && types_fit(req_schema, schema)
+    {
+        return Some(Source::Echo {
+            field: name.clone(),
+        });
+    }
+    // 6. An error text.
+    let k = key(field);
+    if matches!(
+        k.as_str(),
+        "error" | "errormessage" | "errordescription" | "errordetail" | "errortext"
+    ) && types.as_ref().is_none_or(|t| t.contains("string"))
+    {
+        return Some(Source::ErrorMessage);
+    }
+    None
+}
+
+/// The shape of a status field (`status`, `statusCode`, `code`, …): an object with a code and a
+/// message field, an integer code, or a text status.
+fn status_shape(field: &str, schema: &Value) -> Option<StatusShape> {
+    let k = key(field);
+    if !matches!(
+        k.as_str(),
+        "status" | "statuscode" | "code" | "resultcode" | "httpstatus" | "responsecode"
+    ) {
+        return None;
+    }
+    let types = json_types(schema);
+    if !properties(schema).is_empty() || types.as_ref().is_some_and(|t| t.contains("object")) {
+        return object_status(schema);
+    }
+    if types
+        .as_ref()
+        .is_some_and(|t| t.contains("integer") || t.contains("number"))
+    {
+        return Some(StatusShape::Integer);
+    }
+    if types.as_ref().is_some_and(|t| t.contains("string")) {
+        return Some(text_status(schema));
+    }
+    None
+}
+
+/// A status object: its code and message fields, when those are all it requires.
+fn object_status(schema: &Value) -> Option<StatusShape> {
+    let props = properties(schema);
+    let code_field = props
+        .iter()
+        .find(|(n, s)| {
+            matches!(
+                key(n).as_str(),
+                "code" | "statuscode" | "httpcode" | "status"
+            ) && json_types(s).is_none_or(|t| t.contains("integer") || t.contains("number"))
+        })
+        .map(|(n, _)| n.clone());
+    let message_field = props
+        .iter()
+        .find(|(n, s)| {
+            matches!(
+                key(n).as_str(),
+                "message" | "msg" | "description" | "text" | "reason"
+            ) && json_types(s).is_none_or(|t| t.contains("string"))
+        })
+        .map(|(n, _)| n.clone());
+    // Any other required sub-field would be left empty: not a status we can fill.
+    let known: BTreeSet<&str> = code_field
+        .iter()
+        .chain(message_field.iter())
+        .map(String::as_str)
+        .collect();
+    if required(schema).iter().any(|r| !known.contains(r)) || known.is_empty() {
+        return None;
+    }
+    Some(StatusShape::Object {
+        code_field,
+        message_field,
+    })
+}
+
+/// A text status: the schema's allowed words for each outcome, or plain defaults.
+fn text_status(schema: &Value) -> StatusShape {
+    let words: Vec<String> = allowed_values(schema)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    let pick = |patterns: &[&str], default: &str| {
+        words
+            .iter()
+            .find(|w| {
+                let k = key(w);
+                patterns.iter().any(|p| k.contains(p))
+            })
+            .cloned()
+            .unwrap_or_else(|| default.to_owned())
+    };
+    if words.is_empty() {
+        return StatusShape::Text {
+            ok: "success".into(),
+            bad_request: "bad_request".into(),
+            not_found: "not_found".into(),
+            internal: "error".into(),
+        };
+    }
+    let error = pick(&["error", "fail"], &words[words.len() - 1]);
+    StatusShape::Text {
+        ok: pick(&["success", "ok", "found"], &words[0]),
+        bad_request: pick(&["invalid", "bad", "error", "fail"], &error),
+        not_found: pick(&["notfound", "missing", "unknown"], &error),
+        internal: error.clone(),
+    }
+}
+
+fn constant(field: &str, schema: &Value) -> Option<Value> {
+    if let Some(c) = schema.get("const") {
+        return Some(c.clone());
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array)
+        && values.len() == 1
+    {
+        return Some(values[0].clone());
+    }
+    // Seed 002's `type`: "Indicates whether the message is a REQUEST or RESPONSE".
+    let described = schema
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if key(field) == "type" && described.contains("RESPONSE") {
+        return Some(Value::String("RESPONSE".into()));
+    }
+    None
+}

@@ -1,0 +1,267 @@
+//! [`OpenAiProtocolReasoner`]: the meta-protocol's reasoning through an OpenAI-compatible
+//! chat-completions endpoint.
+//!
+//! # Call budget
+//! The public implementation of the meta-protocol spends 14 model calls on a three-message
+//! negotiation. Here every operation is **one** request in JSON mode
+//! (`response_format: {"type": "json_object"}`), carrying everything the model needs in that
+//! one prompt (the protocol text and every capability with its schemas), so a successful
+//! negotiation costs:
+//!
+//! | step | calls |
+//! | --- | --- |
+//! | [`evaluate`](ProtocolReasoner::evaluate) (accept, counter or reject in one answer) | 1 |
+//! | [`generate_handler`](ProtocolReasoner::generate_handler) | 1 |
+//! | [`fix_handler`](ProtocolReasoner::fix_handler), only after a failed verification | 1 each |
+//!
+//! i.e. 2 when nothing fails, 3 with one fix. [`OpenAiProtocolReasoner::model_calls`] (also
+//! [`ProtocolReasoner::model_calls`]) counts every request sent, failed ones included; retries
+//! of the HTTP layer (429/5xx, `max_retries`) are part of one call.
+//!
+//! # Answers (what the model must return)
+//! | operation | JSON object |
+//! | --- | --- |
+//! | evaluate | `{"decision": "accept"\|"counter"\|"reject", "reason", "capability"?, "counterProtocol"?, "modificationSummary"?}` |
+//! | generate / fix | `{"source": "<JavaScript>", "grants": ["capName", ...]}` |
+//! | draft | `{"protocol": "<markdown>"}` |
+//! | test cases | `{"decision": ..., "reason", "testCases"?: [...], "modificationSummary"?}` |
+//!
+//! Every answer is validated before it is used, and anything unusable is a typed error
+//! ([`ModelAnswerError`], wrapped in [`ProtocolReasonerError::ModelAnswer`]; transport
+//! failures are [`ProtocolReasonerError::Backend`]): an accept must name a declared capability;
+//! a counter-proposal must parse as a [`ProtocolDoc`] and differ from the proposal; a handler
+//! must be non-empty, define `function handle`, and grant only declared capabilities; a fixed
+//! handler must differ from the one that failed (else [`ProtocolReasonerError::CannotFix`]).
+//! An `Ok` is therefore never an empty proposal or handler.
+//!
+//! A fenced answer (```` ```json … ``` ````) is unwrapped before parsing: some
+//! OpenAI-compatible servers ignore `response_format`, and the fence is the usual way models
+//! then format JSON. Nothing else is repaired.
+//!
+//! # Tracing
+//! Every request is a `model.call` span (its purpose, the model, the error's code when it
+//! fails), and [`evaluate`](ProtocolReasoner::evaluate) a `reasoner.evaluate` span around it.
+//! Prompts, answers and protocol texts are never logged; at `debug` one event per request
+//! gives the operation, the model, the duration and the outcome's code.
+
+mod answers;
+mod prompts;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use async_openai::types::chat::{CreateChatCompletionRequest, ResponseFormat};
+use async_trait::async_trait;
+use parley_anp::protocol::{ProtocolDoc, parse_test_cases};
+use parley_anp::session::Verdict;
+use parley_mapping::Mapping;
+use serde_json::{Map, Value};
+
+pub use answers::ModelAnswerError;
+
+use self::answers::{
+    json_object, validate_draft, validate_evaluation, validate_handler, validate_test_cases_verdict,
+};
+use self::prompts::Prompt;
+use super::{
+    Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError, traced_evaluation,
+};
+use crate::ReasonerError;
+use crate::chat::{ChatClient, OpenAiConfig, Purpose, system, user};
+use crate::planner::DeclaredCapability;
+
+/// The `openai` protocol backend. See the module docs for its prompts, validation and budget.
+pub struct OpenAiProtocolReasoner {
+    chat: ChatClient,
+    calls: AtomicU64,
+}
+
+impl std::fmt::Debug for OpenAiProtocolReasoner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProtocolReasoner")
+            .field("config", self.chat.config())
+            .field("model_calls", &self.model_calls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiProtocolReasoner {
+    /// Validates the config (as [`crate::OpenAiReasoner::new`] does) and builds the client.
+    pub fn new(config: OpenAiConfig) -> Result<Self, ReasonerError> {
+        Ok(Self {
+            chat: ChatClient::new(config)?,
+            calls: AtomicU64::new(0),
+        })
+    }
+
+    /// Chat-completions requests sent so far (see [`ProtocolReasoner::model_calls`]).
+    pub fn model_calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// One JSON-mode request; the answer's top-level object.
+    async fn ask_json(
+        &self,
+        purpose: Purpose,
+        prompt: Prompt,
+    ) -> Result<Map<String, Value>, ProtocolReasonerError> {
+        let config = self.chat.config();
+        let request = CreateChatCompletionRequest {
+            model: config.model.clone(),
+            messages: vec![system(prompt.system), user(prompt.user)],
+            response_format: Some(ResponseFormat::JsonObject),
+            temperature: config.temperature,
+            ..Default::default()
+        };
+        // Counted before sending: a failed request costs as much as a good one.
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let result = self.answer_object(purpose, request).await;
+        tracing::debug!(
+            operation = purpose.as_str(),
+            model = %config.model,
+            ms = started.elapsed().as_millis() as u64,
+            code = result.as_ref().err().map(ProtocolReasonerError::code),
+            "protocol reasoner model call"
+        );
+        result
+    }
+
+    async fn answer_object(
+        &self,
+        purpose: Purpose,
+        request: CreateChatCompletionRequest,
+    ) -> Result<Map<String, Value>, ProtocolReasonerError> {
+        let response = self.chat.complete(purpose, request).await?;
+        let message = response
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                ReasonerError::MalformedResponse("the completion has no choices".into())
+            })?
+            .message;
+        match message.content.filter(|c| !c.trim().is_empty()) {
+            Some(content) => Ok(json_object(&content)?),
+            None => match message.refusal.filter(|r| !r.trim().is_empty()) {
+                Some(refusal) => Err(ModelAnswerError::Refused { message: refusal }.into()),
+                None => Err(ReasonerError::EmptyAnswer.into()),
+            },
+        }
+    }
+
+    /// Generation and fixing share the system prompt, the answer and its validation.
+    async fn handler(
+        &self,
+        purpose: Purpose,
+        prompt: Prompt,
+        capabilities: &[DeclaredCapability],
+    ) -> Result<GeneratedHandler, ProtocolReasonerError> {
+        let answer = self.ask_json(purpose, prompt).await?;
+        Ok(validate_handler(&answer, capabilities)?)
+    }
+}
+
+#[async_trait]
+impl ProtocolReasoner for OpenAiProtocolReasoner {
+    fn backend(&self) -> &'static str {
+        "openai"
+    }
+
+    fn model_calls(&self) -> u64 {
+        OpenAiProtocolReasoner::model_calls(self)
+    }
+
+    async fn evaluate(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+    ) -> Result<Evaluation, ProtocolReasonerError> {
+        traced_evaluation(self.backend(), doc, async {
+            if capabilities.is_empty() {
+                // Nothing to serve with: no need to ask.
+                return Ok(Evaluation::Reject {
+                    reason: "this provider declares no capabilities".into(),
+                });
+            }
+            let answer = self
+                .ask_json(Purpose::Evaluate, prompts::evaluate(doc, capabilities))
+                .await?;
+            Ok(validate_evaluation(&answer, doc, capabilities)?)
+        })
+        .await
+    }
+
+    async fn generate_handler(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+        mapping: Option<&Mapping>,
+    ) -> Result<GeneratedHandler, ProtocolReasonerError> {
+        let prompt = prompts::generate(doc, capabilities, mapping);
+        self.handler(Purpose::GenerateHandler, prompt, capabilities)
+            .await
+    }
+
+    /// Sends the failure description and the failing source back to the model (one call). An
+    /// answer identical to `previous` is [`ProtocolReasonerError::CannotFix`], so the driver
+    /// moves on to `fixErrorNegotiation` or gives up instead of re-verifying the same code.
+    async fn fix_handler(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+        previous: &GeneratedHandler,
+        failure: &str,
+    ) -> Result<GeneratedHandler, ProtocolReasonerError> {
+        let prompt = prompts::fix(doc, capabilities, previous, failure);
+        let fixed = self
+            .handler(Purpose::FixHandler, prompt, capabilities)
+            .await?;
+        if fixed.source.trim() == previous.source.trim() {
+            return Err(ProtocolReasonerError::CannotFix {
+                failure: failure.to_owned(),
+            });
+        }
+        Ok(fixed)
+    }
+
+    async fn draft(
+        &self,
+        requirement: &str,
+        input_schema: &Value,
+        output_schema: &Value,
+    ) -> Result<String, ProtocolReasonerError> {
+        if requirement.trim().is_empty() {
+            return Err(ProtocolReasonerError::InvalidInput(
+                "the requirement is empty".into(),
+            ));
+        }
+        let prompt = prompts::draft(requirement, input_schema, output_schema);
+        let answer = self.ask_json(Purpose::Draft, prompt).await?;
+        Ok(validate_draft(&answer)?)
+    }
+
+    /// Test cases that do not even parse are rejected without asking the model.
+    async fn evaluate_test_cases(
+        &self,
+        doc: &ProtocolDoc,
+        test_cases: &str,
+    ) -> Result<Verdict, ProtocolReasonerError> {
+        match parse_test_cases(test_cases) {
+            Ok(cases) if cases.is_empty() => {
+                return Ok(Verdict::Reject {
+                    reason: "no test cases found".into(),
+                });
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Ok(Verdict::Reject {
+                    reason: e.to_string(),
+                });
+            }
+        }
+        let prompt = prompts::test_cases(doc, test_cases);
+        let answer = self.ask_json(Purpose::EvaluateTestCases, prompt).await?;
+        Ok(validate_test_cases_verdict(&answer)?)
+    }
+}

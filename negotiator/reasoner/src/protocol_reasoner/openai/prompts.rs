@@ -1,0 +1,170 @@
+//! The prompts of [`super::OpenAiProtocolReasoner`], one per operation.
+//!
+//! One system prompt per operation, fixed text (cache-friendly on endpoints with prompt
+//! caching); the per-call material goes in the user message, peer text between tags so the model
+//! can tell the document from our instructions.
+
+use parley_anp::protocol::ProtocolDoc;
+use parley_mapping::Mapping;
+use serde_json::Value;
+
+use crate::planner::DeclaredCapability;
+use crate::protocol_reasoner::GeneratedHandler;
+
+/// One request's two messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Prompt {
+    pub(super) system: String,
+    pub(super) user: String,
+}
+
+const DOC_FORMAT: &str = "A protocol document is markdown with the sections `# Requirements`, \
+`# Process`, `# Data Format` (holding exactly two JSON Schemas in ```json fences: the request \
+schema under a line or heading saying \"Request\", then the response schema under one saying \
+\"Response\"), `# Error Handling`, and `# Test Cases` (a ```json array of objects \
+{\"name\", \"description\", \"request\", \"expectedResponse\", \"fixtures\"}, where fixtures maps a \
+capability name to a list of {\"args\", \"result\"} or {\"args\", \"error\"} answering the \
+handler's calls during tests).";
+
+const EVALUATE_SYSTEM: &str = "You evaluate application protocols that another agent proposes \
+to this provider agent (ANP meta-protocol). The provider serves a protocol with a handler that \
+validates each request, calls exactly one of the provider's capabilities (listed with their \
+input and output JSON Schemas), and builds the response from the capability's result, the \
+request, constants and the outcome (status codes, error messages).\n\
+Decide one of:\n\
+- \"accept\": one capability serves the protocol as written: every required capability input \
+comes from a required request field, and every required response field can be filled.\n\
+- \"counter\": a capability serves part of it: return the complete protocol document changed \
+as little as possible so that the capability serves it (keep the proposer's names, sections, \
+wording and test cases where they still hold) and a short modification summary.\n\
+- \"reject\": no capability can serve it.\n\
+Never accept what needs data no capability provides.\n\
+Answer with one JSON object and nothing else: {\"decision\": \"accept\" | \"counter\" | \
+\"reject\", \"reason\": \"one or two sentences\", \"capability\": \"<capability name; for accept \
+and counter>\", \"counterProtocol\": \"<the complete markdown document; counter only>\", \
+\"modificationSummary\": \"<what changed, as a markdown list; counter only>\"}.\n";
+
+const HANDLER_SYSTEM: &str = "You write protocol handlers for a provider agent. A handler is \
+JavaScript (ES2020) that runs in a sandbox (QuickJS in WebAssembly) under this contract:\n\
+- It defines a global `function handle(request)` that receives the parsed request object and \
+returns the response object.\n\
+- Top-level code runs once, at publish time: it may define constants and helpers and must not \
+call capabilities.\n\
+- `host.call(name, args)` is the only way to reach the provider's capabilities: synchronous, \
+it returns the capability's JSON result (possibly null) or throws an error whose `name` is \
+\"CapabilityError\". Only capabilities listed in `grants` may be called; calling any other ends \
+the handler.\n\
+- There is no require, import, fetch, process, setTimeout or file system; console.log works.\n\
+The handler validates the request against the protocol's request schema, answers invalid \
+requests, missing data and capability failures as the protocol's Error Handling section says, \
+and returns responses that match the response schema and satisfy every test case (the test \
+cases' fixtures are the capability results it will receive).\n\
+Answer with one JSON object and nothing else: {\"source\": \"<the JavaScript source>\", \
+\"grants\": [\"<capability name>\", ...]}, where grants lists exactly the capabilities the \
+source calls, by their declared names.";
+
+const DRAFT_SYSTEM: &str = "You write application protocol documents that one agent proposes \
+to another (ANP meta-protocol), for a requirement and the JSON Schemas of what the requester \
+will send and wants back. Use those schemas (adding a `messageId` echoed in the response, a \
+`status` object {\"code\", \"message\"} with HTTP-style codes, and nothing else), describe the \
+process and error handling, and give test cases for success, not found and a malformed \
+request.\n";
+
+const TEST_CASES_SYSTEM: &str = "You review test cases another agent proposes for an agreed \
+protocol (ANP meta-protocol). Accept them when every request and expected response is \
+consistent with the protocol's schemas and error handling; counter-propose corrected test \
+cases when some are wrong but fixable; reject them otherwise.\n\
+Answer with one JSON object and nothing else: {\"decision\": \"accept\" | \"counter\" | \
+\"reject\", \"reason\": \"one or two sentences\", \"testCases\": [<the complete corrected test \
+cases; counter only>], \"modificationSummary\": \"<what changed; counter only>\"}. Test cases \
+are objects {\"name\", \"description\", \"request\", \"expectedResponse\", \"fixtures\"}.";
+
+fn capabilities_json(capabilities: &[DeclaredCapability]) -> String {
+    serde_json::to_string_pretty(capabilities).unwrap_or_else(|_| "[]".into())
+}
+
+/// Accept, counter or reject `doc`.
+pub(super) fn evaluate(doc: &ProtocolDoc, capabilities: &[DeclaredCapability]) -> Prompt {
+    Prompt {
+        system: format!("{EVALUATE_SYSTEM}{DOC_FORMAT}"),
+        user: format!(
+            "The provider's capabilities (JSON):\n{}\n\nThe proposed protocol:\n<protocol>\n{}\n</protocol>",
+            capabilities_json(capabilities),
+            doc.text()
+        ),
+    }
+}
+
+/// The handler of an agreed protocol; `mapping` names the capability an accept chose.
+pub(super) fn generate(
+    doc: &ProtocolDoc,
+    capabilities: &[DeclaredCapability],
+    mapping: Option<&Mapping>,
+) -> Prompt {
+    let hint = match mapping {
+        Some(m) => format!(
+            "\n\nThe protocol was accepted for the capability `{}`.",
+            m.capability
+        ),
+        None => String::new(),
+    };
+    Prompt {
+        system: HANDLER_SYSTEM.to_owned(),
+        user: format!(
+            "The provider's capabilities (JSON):\n{}{hint}\n\nThe agreed protocol:\n<protocol>\n{}\n</protocol>\n\nWrite its handler.",
+            capabilities_json(capabilities),
+            doc.text()
+        ),
+    }
+}
+
+/// A corrected handler after `previous` failed with `failure`.
+pub(super) fn fix(
+    doc: &ProtocolDoc,
+    capabilities: &[DeclaredCapability],
+    previous: &GeneratedHandler,
+    failure: &str,
+) -> Prompt {
+    let user = format!(
+        "The provider's capabilities (JSON):\n{}\n\nThe agreed protocol:\n<protocol>\n{}\n</protocol>\n\n\
+         The current handler (grants: {}):\n<handler>\n{}\n</handler>\n\n\
+         It failed:\n<failure>\n{}\n</failure>\n\n\
+         Fix the handler so that it no longer fails and still follows the protocol. Return the \
+         complete corrected handler.",
+        capabilities_json(capabilities),
+        doc.text(),
+        serde_json::to_string(&previous.grants).unwrap_or_else(|_| "[]".into()),
+        previous.source,
+        failure
+    );
+    Prompt {
+        system: HANDLER_SYSTEM.to_owned(),
+        user,
+    }
+}
+
+/// A first protocol document for a requirement and the schemas of what is sent and wanted back.
+pub(super) fn draft(requirement: &str, input_schema: &Value, output_schema: &Value) -> Prompt {
+    Prompt {
+        system: format!(
+            "{DRAFT_SYSTEM}{DOC_FORMAT}\nAnswer with one JSON object and nothing else: \
+             {{\"protocol\": \"<the complete markdown document>\"}}."
+        ),
+        user: format!(
+            "Requirement:\n<requirement>\n{requirement}\n</requirement>\n\n\
+             What the requester sends (JSON Schema):\n{input_schema:#}\n\n\
+             What it wants back (JSON Schema):\n{output_schema:#}"
+        ),
+    }
+}
+
+/// Accept, counter or reject test cases proposed for an agreed protocol.
+pub(super) fn test_cases(doc: &ProtocolDoc, test_cases: &str) -> Prompt {
+    Prompt {
+        system: TEST_CASES_SYSTEM.to_owned(),
+        user: format!(
+            "The agreed protocol:\n<protocol>\n{}\n</protocol>\n\nThe proposed test cases:\n<test-cases>\n{test_cases}\n</test-cases>",
+            doc.text()
+        ),
+    }
+}
