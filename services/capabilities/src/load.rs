@@ -16,7 +16,8 @@ use crate::dataset::{self, DatasetBinding};
 use crate::file::{BindingSpec, CapabilitySpec, DatasetSpec, FileSpec, HttpSpec, NotFoundSpec};
 use crate::http::{self, HttpBinding, Segment};
 use crate::{
-    AgentInfo, Binding, Capabilities, Capability, Format, LoadError, NotFoundPolicy, schema_errors,
+    AgentInfo, Binding, Capabilities, Capability, FileFormat, LoadError, NotFoundPolicy,
+    schema_errors,
 };
 
 /// Longest timeout an http binding may declare; a capability call sits inside a peer's request.
@@ -42,7 +43,7 @@ impl Ctx<'_> {
 
 pub(crate) fn parse(
     text: &str,
-    format: Format,
+    format: FileFormat,
     base_dir: &Path,
     source_name: &str,
     env: Env<'_>,
@@ -52,10 +53,10 @@ pub(crate) fn parse(
         message,
     };
     let spec: FileSpec = match format {
-        Format::Toml => {
+        FileFormat::Toml => {
             toml::from_str(text).map_err(|e| syntax(e.to_string().trim().to_owned()))?
         }
-        Format::Json => serde_json::from_str(text).map_err(|e| syntax(e.to_string()))?,
+        FileFormat::Json => serde_json::from_str(text).map_err(|e| syntax(e.to_string()))?,
     };
 
     let agent_ctx = Ctx {
