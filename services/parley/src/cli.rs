@@ -381,6 +381,7 @@ async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
             } else if let Some(n) = negotiated {
                 let how = match n.outcome {
                     Outcome::ZeroRtt => "known to the provider (0-RTT, no negotiation)".to_owned(),
+                    _ if n.rounds == 1 => "agreed in 1 round".to_owned(),
                     _ => format!("agreed in {} rounds", n.rounds),
                 };
                 eprintln!("protocol {hash}: {how}");

@@ -35,7 +35,8 @@ pub enum ProtocolRef {
 /// Why a request was answered in natural language.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FallbackReason {
-    /// The negotiation ended without agreement; `code` is the negotiator's stable code.
+    /// The negotiation ended without agreement (the provider rejected the protocol, or this
+    /// requester its counter-proposal); `code` is the negotiator's stable code.
     Rejected { code: String, reason: String },
     /// The peer does not speak the meta-protocol.
     NotSupported,
@@ -47,7 +48,10 @@ impl fmt::Display for FallbackReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FallbackReason::Rejected { code, reason } => {
-                write!(f, "the provider rejected the protocol ({code}): {reason}")
+                write!(
+                    f,
+                    "the negotiation ended without agreement ({code}): {reason}"
+                )
             }
             FallbackReason::NotSupported => {
                 f.write_str("the peer does not speak the meta-protocol")
@@ -332,7 +336,7 @@ mod tests {
         };
         assert_eq!(
             rejected.to_string(),
-            "the provider rejected the protocol (declined): no capability serves it"
+            "the negotiation ended without agreement (declined): no capability serves it"
         );
         assert_eq!(
             FallbackReason::NotSupported.to_string(),
