@@ -2,7 +2,8 @@
 //! be, natural language when none can (a provider that rejects, a peer without the
 //! meta-protocol), 0-RTT on the second request, base URLs for HTTP and WebSocket, short hashes;
 //! and `fixErrorNegotiation` accepted for a guessed product name and price, declined for a
-//! changed status code.
+//! changed status code, and a model reviewer that can narrow the guard rails but never widen
+//! them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,6 +12,8 @@ use parley::negotiation::requester::{
     FallbackReason, Outcome, ProtocolRef, Requested, Requester, RequesterError,
 };
 use parley_anp::ProtocolHash;
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
+use parley_reasoner::{OpenAiConfig, OpenAiProtocolReasoner};
 use parley_store::Store;
 use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
@@ -324,11 +327,11 @@ async fn short_hashes_resolve_as_git_resolves_them() {
     ));
 }
 
-#[tokio::test]
-async fn a_guessed_product_name_and_price_are_corrected_by_the_provider() {
-    // The requester guesses the product's name and price and gives no fixture, so the
-    // provider's verification asks its real catalogue (a read-only capability) and answers
-    // with the real values: valid, keeping every status and field, only the data differs.
+/// The product protocol with a first test case that guesses the product's name and price and
+/// gives no fixture, so the provider's verification asks its real catalogue (a read-only
+/// capability) and answers with the real values: valid, keeping every status and field, only
+/// the data differs.
+fn guessed_protocol() -> String {
     let text = product_protocol()
         .replacen(
             r#""productName": "High-performance Laptop","#,
@@ -347,7 +350,12 @@ async fn a_guessed_product_name_and_price_are_corrected_by_the_provider() {
         doc.test_cases()[0].expected_response["productInfo"]["price"],
         999
     );
+    text
+}
 
+#[tokio::test]
+async fn a_guessed_product_name_and_price_are_corrected_by_the_provider() {
+    let text = guessed_protocol();
     let dir = tempfile::tempdir().expect("tempdir");
     let settings = test_settings(dir.path());
     let provider = TestApp::spawn(&settings).await;
@@ -425,5 +433,64 @@ async fn a_correction_that_changes_a_status_code_is_declined() {
         "the reason is given: {}",
         fixes[1].2
     );
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_reviewer_may_decline_what_the_guard_rails_allow_and_is_not_asked_otherwise() {
+    let model = ScriptedOpenAi::start().await;
+    model.push(ScriptedReply::text(
+        r#"{"decision": "reject", "reason": "we resell it under the name Laptop"}"#,
+    ));
+    let reviewer =
+        OpenAiProtocolReasoner::new(OpenAiConfig::new(model.base_url(), "scripted-model"))
+            .expect("reviewer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = TestApp::spawn(&test_settings(dir.path())).await;
+    let local = tempfile::tempdir().expect("tempdir");
+    let requester = Requester {
+        reviewer: Some(Arc::new(reviewer)),
+        ..new_requester(local.path()).await
+    };
+
+    // Within the guard rails: the model is asked, once, and its "no" stands.
+    let negotiated = requester
+        .negotiate(&provider.url(), &guessed_protocol(), |_| {})
+        .await
+        .expect("negotiate");
+    assert!(
+        matches!(&negotiated.outcome, Outcome::Rejected { code, .. } if code == "code_generation_failed"),
+        "{:?}",
+        negotiated.outcome
+    );
+    let fixes = fix_errors(&negotiated.transcript);
+    assert_eq!(
+        (fixes[1].0.as_str(), fixes[1].1.as_str()),
+        ("Outbound", "rejected")
+    );
+    assert_eq!(fixes[1].2, "we resell it under the name Laptop");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1, "one review");
+    let prompt = requests[0].body["messages"].to_string();
+    assert!(
+        prompt.contains("High-performance Laptop"),
+        "the corrections reach the model"
+    );
+
+    // Outside them (a status code change) the model is not even asked: it could only widen.
+    model.push(ScriptedReply::text(
+        r#"{"decision": "accept", "reason": "fine"}"#,
+    ));
+    let text = product_protocol().replacen(
+        r#""status": { "code": 200 }"#,
+        r#""status": { "code": 201 }"#,
+        1,
+    );
+    let negotiated = requester
+        .negotiate(&provider.url(), &text, |_| {})
+        .await
+        .expect("negotiate");
+    assert!(matches!(negotiated.outcome, Outcome::Rejected { .. }));
+    assert_eq!(model.requests().len(), 1, "no second review");
     provider.stop().await;
 }
