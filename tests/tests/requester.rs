@@ -232,6 +232,30 @@ async fn a_provider_that_cannot_serve_the_protocol_is_asked_in_natural_language(
         Err(RequesterError::NoAgreement(FallbackReason::Rejected { .. })) => {}
         other => panic!("expected NoAgreement: {other:?}"),
     }
+
+    // By hash the request goes out at once; the provider does not know the protocol, the
+    // negotiation that follows is rejected, and natural language answers.
+    let hash = ProtocolHash::of(&product_protocol());
+    let requested = requester
+        .request(
+            &provider.url(),
+            ProtocolRef::Hash(hash),
+            request("r3", "P12345"),
+            true,
+            |_| {},
+        )
+        .await
+        .expect("answered in natural language");
+    assert!(
+        matches!(
+            &requested,
+            Requested::Fallback {
+                reason: FallbackReason::Rejected { .. },
+                ..
+            }
+        ),
+        "{requested:?}"
+    );
     provider.stop().await;
 }
 

@@ -89,10 +89,14 @@ impl Requested {
 }
 
 impl Requester {
-    /// Sends `request` to the peer at `url` under `protocol`: through the protocol when this
-    /// requester has agreed it with that peer (no negotiation), else after negotiating it; when
-    /// no protocol can be agreed, in natural language, or — with `allow_fallback` false — as
-    /// [`RequesterError::NoAgreement`]. `progress` hears the negotiation's stages.
+    /// Sends `request` to the peer at `url` under `protocol`. A protocol named by its hash was
+    /// agreed before (with this peer, or with another instance on the provider's database), so
+    /// it is called at once; the provider that does not know it is answered with a negotiation
+    /// and the call is retried ([`Requester::call`]). A protocol given as text is called at
+    /// once when this requester agreed it with that peer, else negotiated first. When no
+    /// protocol can be agreed, the request goes in natural language, or — with
+    /// `allow_fallback` false — is [`RequesterError::NoAgreement`]. `progress` hears the
+    /// negotiation's stages.
     pub async fn request(
         &self,
         url: &str,
@@ -102,6 +106,7 @@ impl Requester {
         progress: impl FnMut(Progress),
     ) -> Result<Requested, RequesterError> {
         let peer = peer_key(url)?;
+        let by_hash = matches!(protocol, ProtocolRef::Hash(_));
         let (text, hash) = match protocol {
             ProtocolRef::Text(text) => {
                 let hash = ProtocolHash::of(&text);
@@ -119,7 +124,7 @@ impl Requester {
             .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
         let fall_back = |reason| self.fall_back(&peer, &doc, &request, reason, allow_fallback);
         let mut negotiated = None;
-        if !self.agreed_with(&peer, &hash).await? {
+        if !by_hash && !self.agreed_with(&peer, &hash).await? {
             match self.negotiate(&peer, &text, progress).await {
                 Ok(n) => match &n.outcome {
                     Outcome::Rejected { code, reason } => {
