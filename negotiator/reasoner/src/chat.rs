@@ -201,6 +201,8 @@ pub(crate) enum Purpose {
     Draft,
     /// Accept, counter or reject proposed test cases.
     EvaluateTestCases,
+    /// As a requester, accept or decline a provider's correction of a test expectation.
+    ReviewFix,
 }
 
 impl Purpose {
@@ -213,6 +215,7 @@ impl Purpose {
             Purpose::FixHandler => "fix_handler",
             Purpose::Draft => "draft",
             Purpose::EvaluateTestCases => "evaluate_test_cases",
+            Purpose::ReviewFix => "review_fix",
         }
     }
 }

@@ -136,6 +136,7 @@ impl Provider {
                 }),
                 handler_id: None,
                 handler: None,
+                disputed: None,
             });
         }
         turn.peer_fixes_errors =
@@ -172,6 +173,7 @@ impl Provider {
                 Step::FixDeclined { reason } => {
                     // The peer keeps expectations our verified answers do not meet: no
                     // handler can be activated for this protocol.
+                    negotiation.disputed = None;
                     turn.summary
                         .push(format!("The peer keeps its test expectations: {reason}"));
                     let why = format!("test expectations not met: {reason}");
@@ -218,6 +220,16 @@ impl Provider {
                         }
                     };
                     negotiation.session.fix_evaluated(verdict)
+                }
+                // An error report of ours on the peer's messages: nothing waits on it.
+                Step::FixAccepted { .. } if negotiation.disputed.is_none() => return Ok(()),
+                Step::FixAccepted { .. } => {
+                    let result = self.accept_disputed(negotiation).await?;
+                    turn.summary.push(
+                        "The peer accepted the handler's answers in place of its test expectations."
+                            .to_owned(),
+                    );
+                    negotiation.session.code_generated(result)
                 }
                 Step::Regenerate { description, send } => {
                     turn.outbox.extend(send);

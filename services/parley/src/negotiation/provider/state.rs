@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use parley_anp::ProviderSession;
+use parley_anp::{ProviderSession, VerificationReport};
 use parley_reasoner::GeneratedHandler;
 use parley_store::{Direction, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,17 @@ pub(super) struct Negotiation {
     /// The verified candidate built for the agreed protocol.
     pub handler_id: Option<Uuid>,
     pub handler: Option<GeneratedHandler>,
+    /// A handler whose answers follow the protocol but not the peer's test expectations, kept
+    /// while the peer is asked about them through `fixErrorNegotiation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disputed: Option<Disputed>,
+}
+
+/// A handler the peer's expectations dispute, with the verification that showed it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Disputed {
+    pub handler: GeneratedHandler,
+    pub report: VerificationReport,
 }
 
 impl NegotiationState {
