@@ -226,6 +226,10 @@ async fn readiness_waits_for_the_sandbox_warm_up_and_liveness_does_not() {
         status, 200,
         "/health keeps its meaning: the database answers"
     );
+    assert!(
+        !healthcheck(&app).await,
+        "the image's healthcheck waits for readiness"
+    );
 
     let ready = loop {
         let (status, ready) = get_json(&app.http("/health/ready")).await;
@@ -240,7 +244,24 @@ async fn readiness_waits_for_the_sandbox_warm_up_and_liveness_does_not() {
         json!({"status": "ready", "sandbox": "warm", "store": "ok", "reasoner": "builtin", "model_endpoint": "none"})
     );
     eprintln!("ready after {:?}", started.elapsed());
+    assert!(healthcheck(&app).await);
     app.stop().await;
+}
+
+/// Whether the image's healthcheck (`docker/healthcheck.sh`) passes against `app`.
+async fn healthcheck(app: &TestApp) -> bool {
+    let script = parley_tests::repo_root().join("docker/healthcheck.sh");
+    let listen = app.addr.to_string();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new("bash")
+            .arg(script)
+            .env("PARLEY_LISTEN", listen)
+            .status()
+            .expect("bash runs")
+            .success()
+    })
+    .await
+    .expect("joined")
 }
 
 #[tokio::test]

@@ -313,3 +313,24 @@ pub async fn shutdown_signal() {
         () = term => {},
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_targets_are_logged_without_their_secrets() {
+        assert_eq!(
+            redacted("postgres://parley:s3cret@db.internal:5432/parley?password=x"),
+            "postgres://parley:***@db.internal:5432/parley"
+        );
+        assert_eq!(
+            redacted("postgres://parley@127.0.0.1/parley"),
+            "postgres://parley@127.0.0.1/parley"
+        );
+        assert_eq!(
+            redacted("sqlite:///var/lib/parley/parley.db"),
+            "sqlite:///var/lib/parley/parley.db"
+        );
+    }
+}
