@@ -29,6 +29,14 @@ struct Phrasings {
     needs_input: Vec<About>,
     read_only: Vec<ReadOnly>,
     refuse: Refuse,
+    flights: Domain,
+}
+
+/// Phrasings for another capabilities file.
+#[derive(Debug, Deserialize)]
+struct Domain {
+    call: Vec<Call>,
+    refuse: Refuse,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,11 +70,46 @@ fn phrasings() -> Phrasings {
 
 #[tokio::test]
 async fn every_request_phrasing_calls_its_capability_and_says_which() {
-    let reasoner = example();
+    let checked = check_calls(&example(), phrasings().call).await;
+    assert!(checked >= 20, "{checked} phrasings");
+}
+
+#[tokio::test]
+async fn a_second_domain_is_read_by_the_same_rules() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/flights.toml");
+    let caps = Capabilities::load(&path, |_| None).expect("the flight capabilities load");
+    let reasoner = build(ReasonerConfig::Builtin, Arc::new(caps)).expect("builds");
+    let domain = phrasings().flights;
+    check_calls(&reasoner, domain.call).await;
+    for text in &domain.refuse.phrasings {
+        let answer = ask(&reasoner, text).await;
+        assert!(
+            answer.capability_calls.is_empty(),
+            "{text:?}: {}",
+            answer.text
+        );
+        assert!(
+            answer.text.starts_with("I cannot"),
+            "{text:?}: {}",
+            answer.text
+        );
+    }
+    let answer = ask(&reasoner, "Which gate does flight LH400 leave from?").await;
+    assert!(
+        answer
+            .text
+            .starts_with("getFlightStatus (flightNumber LH400): gate Z15."),
+        "{}",
+        answer.text
+    );
+}
+
+/// Asks every phrasing of `cases` and checks the call made; returns how many were asked.
+async fn check_calls(reasoner: &Arc<dyn Reasoner>, cases: Vec<Call>) -> usize {
     let mut checked = 0;
-    for case in phrasings().call {
+    for case in cases {
         for text in &case.phrasings {
-            let answer = ask(&reasoner, text).await;
+            let answer = ask(reasoner, text).await;
             let calls: Vec<(&str, &Value)> = answer
                 .capability_calls
                 .iter()
@@ -89,7 +132,7 @@ async fn every_request_phrasing_calls_its_capability_and_says_which() {
             checked += 1;
         }
     }
-    assert!(checked >= 20, "{checked} phrasings");
+    checked
 }
 
 #[tokio::test]

@@ -4,9 +4,10 @@
 //! 1. an explicit invocation `<capabilityName> <JSON object>`: the capability is called and its
 //!    result (or typed failure) returned. `<capabilityName>` alone describes the capability;
 //!    followed by plain words (`getProductInfo P12345`) the words are read for its input as in 4.
-//! 2. a word that is almost a capability's name (`getProdutInfo`): "did you mean …"; with JSON
-//!    arguments that is a failed call ([`CapabilityError::UnknownCapability`]), never a guess.
-//! 3. a question about what the agent can do (`help`, `what can you do`, …), or a greeting.
+//! 2. a question about what the agent can do (`help`, `what can you do`, …), or a greeting.
+//! 3. a first word that is almost a capability's name (`getProdutInfo`): "did you mean …";
+//!    with JSON arguments that is a failed call ([`CapabilityError::UnknownCapability`]), never
+//!    a guess.
 //! 4. a simple request that names what a capability does and carries its input ("How much is
 //!    product P12345?", "status of order O-1001"): matched against the capabilities' names,
 //!    descriptions, schema property names, `pattern`s, `enum`s and `examples`, scored as the
@@ -179,7 +180,7 @@ impl BuiltinReasoner {
         ))
     }
 
-    /// Step 2 of the module docs: `word` is not a capability but is close to `meant`.
+    /// Step 3 of the module docs: `word` is not a capability but is close to `meant`.
     fn typo(&self, word: &str, meant: &Capability, rest: &str) -> Option<NlAnswer> {
         let hint = format!(
             "There is no capability {word}. Did you mean {}?",
@@ -304,11 +305,6 @@ impl Reasoner for BuiltinReasoner {
         if let Some(capability) = self.find(first) {
             return Ok(self.explicit(capability, rest).await);
         }
-        if let Some(meant) = near_name(&self.capabilities, first)
-            && let Some(answer) = self.typo(first, meant, rest)
-        {
-            return Ok(answer);
-        }
         // The phrases are ASCII, so comparing without case needs no lower-cased copy; most
         // messages a built-in agent gets end here.
         let bare = text.trim_end_matches(['?', '!', '.']).trim();
@@ -318,6 +314,11 @@ impl Reasoner for BuiltinReasoner {
         }
         if GREETINGS.iter().any(is) {
             return Ok(NlAnswer::text(self.greeting.clone()));
+        }
+        if let Some(meant) = near_name(&self.capabilities, first)
+            && let Some(answer) = self.typo(first, meant, rest)
+        {
+            return Ok(answer);
         }
         Ok(self.free_text(text, &req.history).await)
     }

@@ -13,13 +13,17 @@
 //! | [`Evidence::Named`] | the word right after the property's name (`order 1001`, `productId=P1`), when it has a digit or the property is a number | 1 |
 //!
 //! A property with a `pattern` takes only words that match it (and JSON values as given): the
-//! pattern is the operator's own statement of what a value looks like. When two different
+//! pattern is the operator's own statement of what a value looks like. A word with a digit may
+//! match in another case (`p12345` for `^P[0-9]{5}$`); stop words (`the`, `has`) are never
+//! values. When two different
 //! values share the strongest evidence the slot is [ambiguous](Found::others), never guessed.
+
+use std::sync::LazyLock;
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::words::raw_words;
+use super::words::{is_stop_word, raw_words};
 
 /// How strongly a message says "this is the value" (see the module docs). Declared weakest
 /// first: the derived order is the order of strength.
@@ -131,6 +135,8 @@ impl Slot {
                 })
                 .unwrap_or_default()
         };
+        // Matched against whole words. A pattern this regex engine cannot compile (ECMA-262
+        // look-arounds, back-references) restricts nothing; the schema still checks the call.
         let pattern = prop
             .get("pattern")
             .and_then(Value::as_str)
@@ -198,9 +204,16 @@ impl Slot {
 
     /// What `token` is worth as this slot's value (`named`: it follows the slot's name).
     fn judge(&self, token: &str, named: bool) -> Option<(Value, Evidence)> {
+        if is_stop_word(&token.to_lowercase()) {
+            return None;
+        }
         if let Some(pattern) = &self.pattern {
             // Ids are typed in any case: `p12345` is meant as `P12345` when only that matches.
-            let candidates = [token.to_owned(), token.to_uppercase(), token.to_lowercase()];
+            // Only ids with a digit: `has` is not meant as the airport `HAS`.
+            let mut candidates = vec![token.to_owned()];
+            if token.chars().any(|c| c.is_ascii_digit()) {
+                candidates.extend([token.to_uppercase(), token.to_lowercase()]);
+            }
             return candidates
                 .into_iter()
                 .find(|t| self.kind == Kind::String && pattern.is_match(t))
@@ -358,11 +371,18 @@ fn shape(word: &str) -> Option<Vec<Run>> {
 
 /// Whether `token` is in JSON Schema `format` `format` (the few formats ids and keys use).
 fn in_format(format: &str, token: &str) -> bool {
-    let matches = |re: &str| Regex::new(re).is_ok_and(|r| r.is_match(token));
+    static DATE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^\d{4}-\d{2}-\d{2}$").expect("a valid regex"));
+    static EMAIL: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"^[^@\s]+@[^@\s]+\.[^@\s]+$").expect("a valid regex"));
+    static UUID: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+            .expect("a valid regex")
+    });
     match format {
-        "date" => matches(r"^\d{4}-\d{2}-\d{2}$"),
-        "email" => matches(r"^[^@\s]+@[^@\s]+\.[^@\s]+$"),
-        "uuid" => matches(r"^(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
+        "date" => DATE.is_match(token),
+        "email" => EMAIL.is_match(token),
+        "uuid" => UUID.is_match(token),
         "uri" | "url" => token.starts_with("http://") || token.starts_with("https://"),
         _ => false,
     }
