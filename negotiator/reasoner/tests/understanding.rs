@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use parley_capabilities::{Capabilities, Format};
+use parley_capabilities::{Capabilities, FileFormat};
 use parley_reasoner::{DialogueTurn, NlAnswer, NlRequest, Reasoner, ReasonerConfig, build};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -318,7 +318,7 @@ async fn a_failed_call_is_reported_as_a_failure() {
 async fn an_agent_without_capabilities_says_so_and_offers_no_help_to_call_them() {
     let caps = Capabilities::parse(
         "[agent]\nname = \"Bare\"\ndescription = \"Nothing declared.\"\n",
-        Format::Toml,
+        FileFormat::Toml,
         Path::new("."),
         "test",
         |_| None,

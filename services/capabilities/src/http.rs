@@ -6,7 +6,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value};
 
-use crate::{CapabilityError, NotFoundPolicy};
+use crate::file::HttpSpec;
+use crate::load::{Ctx, Env, MAX_TIMEOUT_MS, Schemas, not_found_policy};
+use crate::{CapabilityError, LoadError, NotFoundPolicy};
 
 /// Largest response body read from an API. Capability results go to reasoners and peers; an API
 /// that suddenly streams megabytes is a fault, not data.
@@ -313,6 +315,122 @@ fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Builds the binding from its file section: method, URL template (every placeholder a required
+/// input property, environment references resolved), query and body fields, headers, timeout.
+pub(crate) fn load(
+    ctx: &Ctx<'_>,
+    spec: HttpSpec,
+    schemas: &Schemas<'_>,
+    env: Env<'_>,
+) -> Result<HttpBinding, LoadError> {
+    let method = method(ctx, &spec.method)?;
+    let url = url_template(ctx, &spec.url, schemas, env)?;
+    for (field, names) in [("binding.query", &spec.query), ("binding.body", &spec.body)] {
+        for name in names {
+            if !schemas.input_property(name) {
+                return Err(ctx.err(field, format!("`{name}` is not a property of input_schema")));
+            }
+        }
+    }
+    if !spec.body.is_empty() && method == Method::GET {
+        return Err(ctx.err("binding.body", "a GET request cannot carry a body"));
+    }
+    let mut headers = HeaderMap::new();
+    for (name, value) in &spec.headers {
+        let field = format!("binding.headers.{name}");
+        let value = expand_env(value, env).map_err(|m| ctx.err(&field, m))?;
+        let (name, value) = header(name, &value).map_err(|m| ctx.err(&field, m))?;
+        headers.insert(name, value);
+    }
+    if spec.timeout_ms == 0 || spec.timeout_ms > MAX_TIMEOUT_MS {
+        return Err(ctx.err(
+            "binding.timeout_ms",
+            format!("{} is out of range (1..={MAX_TIMEOUT_MS})", spec.timeout_ms),
+        ));
+    }
+    if !spec.result_pointer.is_empty() && !spec.result_pointer.starts_with('/') {
+        return Err(ctx.err(
+            "binding.result_pointer",
+            format!(
+                "`{}` is not a JSON pointer (it must be empty or start with `/`)",
+                spec.result_pointer
+            ),
+        ));
+    }
+    let not_found = not_found_policy(ctx, spec.not_found, schemas)?;
+    Ok(HttpBinding {
+        method,
+        url,
+        query: spec.query,
+        body: spec.body,
+        headers,
+        timeout: Duration::from_millis(spec.timeout_ms),
+        result_pointer: spec.result_pointer,
+        not_found,
+    })
+}
+
+fn method(ctx: &Ctx<'_>, name: &str) -> Result<Method, LoadError> {
+    Ok(match name.to_ascii_uppercase().as_str() {
+        "GET" => Method::GET,
+        "POST" => Method::POST,
+        "PUT" => Method::PUT,
+        "PATCH" => Method::PATCH,
+        "DELETE" => Method::DELETE,
+        other => {
+            return Err(ctx.err(
+                "binding.method",
+                format!("unsupported method `{other}` (expected GET, POST, PUT, PATCH or DELETE)"),
+            ));
+        }
+    })
+}
+
+/// Parses the URL template: every placeholder a required input property, environment
+/// references resolved, and the result (placeholders filled in) an http(s) URL with a host.
+fn url_template(
+    ctx: &Ctx<'_>,
+    template: &str,
+    schemas: &Schemas<'_>,
+    env: Env<'_>,
+) -> Result<Vec<Segment>, LoadError> {
+    let url = parse_template(template).map_err(|m| ctx.err("binding.url", m))?;
+    let url = resolve_env(url, env).map_err(|m| ctx.err("binding.url", m))?;
+    let mut probe = String::new();
+    for segment in &url {
+        match segment {
+            Segment::Field(f) => {
+                if !schemas.input_property(f) {
+                    return Err(ctx.err(
+                        "binding.url",
+                        format!("placeholder `{{{f}}}` is not a property of input_schema"),
+                    ));
+                }
+                if !schemas.input_required(f) {
+                    return Err(ctx.err(
+                        "binding.url",
+                        format!("placeholder `{{{f}}}` must be listed in input_schema.required"),
+                    ));
+                }
+                probe.push('x');
+            }
+            Segment::Literal(l) => probe.push_str(l),
+            Segment::Env(_) => {}
+        }
+    }
+    match reqwest::Url::parse(&probe) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(url),
+        Ok(u) => Err(ctx.err(
+            "binding.url",
+            format!(
+                "must be an http:// or https:// URL with a host, not `{}:`",
+                u.scheme()
+            ),
+        )),
+        Err(e) => Err(ctx.err("binding.url", format!("not a valid URL: {e}"))),
+    }
 }
 
 #[cfg(test)]

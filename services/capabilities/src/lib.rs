@@ -65,7 +65,7 @@ pub use error::{CapabilityError, LoadError};
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub enum FileFormat {
     Toml,
     Json,
 }
@@ -170,8 +170,8 @@ impl Capabilities {
     /// bindings (pass `|k| std::env::var(k).ok()` in a binary, a map in tests).
     pub fn load(path: &Path, env: impl Fn(&str) -> Option<String>) -> Result<Self, LoadError> {
         let format = match path.extension().and_then(|e| e.to_str()) {
-            Some(e) if e.eq_ignore_ascii_case("toml") => Format::Toml,
-            Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+            Some(e) if e.eq_ignore_ascii_case("toml") => FileFormat::Toml,
+            Some(e) if e.eq_ignore_ascii_case("json") => FileFormat::Json,
             _ => {
                 return Err(LoadError::UnsupportedFormat {
                     path: path.display().to_string(),
@@ -192,7 +192,7 @@ impl Capabilities {
     /// `source_name` prefixes error messages.
     pub fn parse(
         text: &str,
-        format: Format,
+        format: FileFormat,
         base_dir: &Path,
         source_name: &str,
         env: impl Fn(&str) -> Option<String>,

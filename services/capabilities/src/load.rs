@@ -1,37 +1,36 @@
-//! Parse + validate a capabilities file into [`Capabilities`].
+//! Parse + validate a capabilities file into [`Capabilities`]: the file-level and
+//! capability-level checks. Each binding checks its own section in its own module
+//! (`http::load`, `dataset::load`), beside the code that calls it.
 //!
 //! Everything that can be checked before the first call is checked here, so that a bad file
 //! stops the server at start-up with a message naming the capability, the field and the problem,
 //! instead of failing later in front of a peer.
 
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::time::Duration;
 
-use reqwest::Method;
-use reqwest::header::HeaderMap;
-use serde_json::Value;
-
-use crate::dataset::{self, DatasetBinding};
-use crate::file::{BindingSpec, CapabilitySpec, DatasetSpec, FileSpec, HttpSpec, NotFoundSpec};
-use crate::http::{self, HttpBinding, Segment};
+use crate::dataset;
+use crate::file::{BindingSpec, CapabilitySpec, FileSpec, NotFoundSpec};
+use crate::http;
 use crate::{
-    AgentInfo, Binding, Capabilities, Capability, Format, LoadError, NotFoundPolicy, schema_errors,
+    AgentInfo, Binding, Capabilities, Capability, FileFormat, LoadError, NotFoundPolicy,
+    schema_errors,
 };
 
 /// Longest timeout an http binding may declare; a capability call sits inside a peer's request.
-const MAX_TIMEOUT_MS: u64 = 300_000;
+pub(crate) const MAX_TIMEOUT_MS: u64 = 300_000;
 
-type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Where an error is: the file and the capability being checked.
-struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     source_name: &'a str,
     capability: String,
 }
 
 impl Ctx<'_> {
-    fn err(&self, field: &str, message: impl Into<String>) -> LoadError {
+    pub(crate) fn err(&self, field: &str, message: impl Into<String>) -> LoadError {
         LoadError::Invalid {
             source_name: self.source_name.to_owned(),
             context: format!("{}, field `{field}`", self.capability),
@@ -42,7 +41,7 @@ impl Ctx<'_> {
 
 pub(crate) fn parse(
     text: &str,
-    format: Format,
+    format: FileFormat,
     base_dir: &Path,
     source_name: &str,
     env: Env<'_>,
@@ -52,10 +51,10 @@ pub(crate) fn parse(
         message,
     };
     let spec: FileSpec = match format {
-        Format::Toml => {
+        FileFormat::Toml => {
             toml::from_str(text).map_err(|e| syntax(e.to_string().trim().to_owned()))?
         }
-        Format::Json => serde_json::from_str(text).map_err(|e| syntax(e.to_string()))?,
+        FileFormat::Json => serde_json::from_str(text).map_err(|e| syntax(e.to_string()))?,
     };
 
     let agent_ctx = Ctx {
@@ -156,9 +155,9 @@ fn build_capability(
         output_validator: &output_validator,
     };
     let binding = match cap.binding {
-        BindingSpec::Http(spec) => Binding::Http(build_http(ctx, spec, &schemas, env)?),
+        BindingSpec::Http(spec) => Binding::Http(http::load(ctx, spec, &schemas, env)?),
         BindingSpec::Dataset(spec) => {
-            Binding::Dataset(build_dataset(ctx, spec, &schemas, base_dir)?)
+            Binding::Dataset(dataset::load(ctx, spec, &schemas, base_dir)?)
         }
     };
     Ok(Capability {
@@ -173,20 +172,20 @@ fn build_capability(
     })
 }
 
-struct Schemas<'a> {
-    input: &'a Value,
-    output: &'a Value,
-    output_validator: &'a jsonschema::Validator,
+pub(crate) struct Schemas<'a> {
+    pub(crate) input: &'a Value,
+    pub(crate) output: &'a Value,
+    pub(crate) output_validator: &'a jsonschema::Validator,
 }
 
 impl Schemas<'_> {
-    fn input_property(&self, name: &str) -> bool {
+    pub(crate) fn input_property(&self, name: &str) -> bool {
         self.input
             .get("properties")
             .and_then(Value::as_object)
             .is_some_and(|p| p.contains_key(name))
     }
-    fn input_required(&self, name: &str) -> bool {
+    pub(crate) fn input_required(&self, name: &str) -> bool {
         self.input
             .get("required")
             .and_then(Value::as_array)
@@ -208,7 +207,7 @@ fn compile(ctx: &Ctx<'_>, field: &str, schema: &Value) -> Result<jsonschema::Val
         .map_err(|e| ctx.err(field, format!("invalid JSON Schema: {e}")))
 }
 
-fn not_found_policy(
+pub(crate) fn not_found_policy(
     ctx: &Ctx<'_>,
     spec: Option<NotFoundSpec>,
     schemas: &Schemas<'_>,
@@ -234,211 +233,4 @@ fn not_found_policy(
         ));
     }
     Ok(policy)
-}
-
-fn build_dataset(
-    ctx: &Ctx<'_>,
-    spec: DatasetSpec,
-    schemas: &Schemas<'_>,
-    base_dir: &Path,
-) -> Result<DatasetBinding, LoadError> {
-    let input_field = spec.input.unwrap_or_else(|| spec.key.clone());
-    let input_key = "binding.input";
-    if !schemas.input_property(&input_field) {
-        return Err(ctx.err(
-            input_key,
-            format!("input field `{input_field}` is not a property of input_schema"),
-        ));
-    }
-    if !schemas.input_required(&input_field) {
-        return Err(ctx.err(
-            input_key,
-            format!("input field `{input_field}` must be listed in input_schema.required"),
-        ));
-    }
-    let projection = if spec.project {
-        let props = schemas
-            .output
-            .get("properties")
-            .and_then(Value::as_object)
-            .ok_or_else(|| {
-                ctx.err(
-                    "binding.project",
-                    "projection needs top-level `properties` in output_schema",
-                )
-            })?;
-        Some(props.keys().cloned().collect::<Vec<_>>())
-    } else {
-        None
-    };
-    let not_found = not_found_policy(ctx, spec.not_found, schemas)?;
-
-    let path = base_dir.join(&spec.file);
-    let shown = path.display();
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        ctx.err(
-            "binding.file",
-            format!("cannot read dataset file {shown}: {e}"),
-        )
-    })?;
-    let data: Value = serde_json::from_str(&text).map_err(|e| {
-        ctx.err(
-            "binding.file",
-            format!("dataset file {shown} is not valid JSON: {e}"),
-        )
-    })?;
-    let Value::Array(items) = data else {
-        return Err(ctx.err(
-            "binding.file",
-            format!("dataset file {shown} must hold a JSON array of records"),
-        ));
-    };
-    let mut records = HashMap::with_capacity(items.len());
-    let mut first_at: HashMap<String, usize> = HashMap::new();
-    for (i, record) in items.into_iter().enumerate() {
-        let key = record
-            .get(&spec.key)
-            .and_then(dataset::key_of)
-            .ok_or_else(|| {
-                ctx.err(
-                    "binding.key",
-                    format!(
-                        "record #{i} of {shown} has no string, number or boolean field `{}`",
-                        spec.key
-                    ),
-                )
-            })?;
-        if let Some(first) = first_at.get(&key) {
-            return Err(ctx.err(
-                "binding.key",
-                format!("record #{i} of {shown} repeats key {key} (first at record #{first})"),
-            ));
-        }
-        // Kept as a lookup returns it, checked now: a lookup can never fail output validation
-        // later, and does nothing but find and copy.
-        let returned = match &projection {
-            Some(props) => dataset::project(&record, props),
-            None => record,
-        };
-        if let Some(message) = schema_errors(schemas.output_validator, &returned) {
-            return Err(ctx.err(
-                "binding.file",
-                format!(
-                    "record #{i} of {shown} (key {key}) does not match output_schema: {message}"
-                ),
-            ));
-        }
-        first_at.insert(key.clone(), i);
-        records.insert(key, returned);
-    }
-    Ok(DatasetBinding {
-        input_field,
-        records,
-        not_found,
-    })
-}
-
-fn build_http(
-    ctx: &Ctx<'_>,
-    spec: HttpSpec,
-    schemas: &Schemas<'_>,
-    env: Env<'_>,
-) -> Result<HttpBinding, LoadError> {
-    let method = match spec.method.to_ascii_uppercase().as_str() {
-        "GET" => Method::GET,
-        "POST" => Method::POST,
-        "PUT" => Method::PUT,
-        "PATCH" => Method::PATCH,
-        "DELETE" => Method::DELETE,
-        other => {
-            return Err(ctx.err(
-                "binding.method",
-                format!("unsupported method `{other}` (expected GET, POST, PUT, PATCH or DELETE)"),
-            ));
-        }
-    };
-
-    let url = http::parse_template(&spec.url).map_err(|m| ctx.err("binding.url", m))?;
-    let url = http::resolve_env(url, env).map_err(|m| ctx.err("binding.url", m))?;
-    let mut probe = String::new();
-    for segment in &url {
-        match segment {
-            Segment::Field(f) => {
-                if !schemas.input_property(f) {
-                    return Err(ctx.err(
-                        "binding.url",
-                        format!("placeholder `{{{f}}}` is not a property of input_schema"),
-                    ));
-                }
-                if !schemas.input_required(f) {
-                    return Err(ctx.err(
-                        "binding.url",
-                        format!("placeholder `{{{f}}}` must be listed in input_schema.required"),
-                    ));
-                }
-                probe.push('x');
-            }
-            Segment::Literal(l) => probe.push_str(l),
-            Segment::Env(_) => {}
-        }
-    }
-    match reqwest::Url::parse(&probe) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-        Ok(u) => {
-            return Err(ctx.err(
-                "binding.url",
-                format!(
-                    "must be an http:// or https:// URL with a host, not `{}:`",
-                    u.scheme()
-                ),
-            ));
-        }
-        Err(e) => return Err(ctx.err("binding.url", format!("not a valid URL: {e}"))),
-    }
-
-    for (field, names) in [("binding.query", &spec.query), ("binding.body", &spec.body)] {
-        for name in names {
-            if !schemas.input_property(name) {
-                return Err(ctx.err(field, format!("`{name}` is not a property of input_schema")));
-            }
-        }
-    }
-    if !spec.body.is_empty() && method == Method::GET {
-        return Err(ctx.err("binding.body", "a GET request cannot carry a body"));
-    }
-
-    let mut headers = HeaderMap::new();
-    for (name, value) in &spec.headers {
-        let field = format!("binding.headers.{name}");
-        let value = http::expand_env(value, env).map_err(|m| ctx.err(&field, m))?;
-        let (name, value) = http::header(name, &value).map_err(|m| ctx.err(&field, m))?;
-        headers.insert(name, value);
-    }
-
-    if spec.timeout_ms == 0 || spec.timeout_ms > MAX_TIMEOUT_MS {
-        return Err(ctx.err(
-            "binding.timeout_ms",
-            format!("{} is out of range (1..={MAX_TIMEOUT_MS})", spec.timeout_ms),
-        ));
-    }
-    if !spec.result_pointer.is_empty() && !spec.result_pointer.starts_with('/') {
-        return Err(ctx.err(
-            "binding.result_pointer",
-            format!(
-                "`{}` is not a JSON pointer (it must be empty or start with `/`)",
-                spec.result_pointer
-            ),
-        ));
-    }
-    let not_found = not_found_policy(ctx, spec.not_found, schemas)?;
-    Ok(HttpBinding {
-        method,
-        url,
-        query: spec.query,
-        body: spec.body,
-        headers,
-        timeout: Duration::from_millis(spec.timeout_ms),
-        result_pointer: spec.result_pointer,
-        not_found,
-    })
 }

@@ -8,7 +8,7 @@ use axum::extract::{OriginalUri, Path as UrlPath};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use parley_capabilities::{Capabilities, Format};
+use parley_capabilities::{Capabilities, FileFormat};
 use serde_json::{Value, json};
 
 /// Starts the fake API and returns its base URL. The task ends with the test's runtime.
@@ -128,8 +128,14 @@ fn env(name: &str) -> Option<String> {
 
 async fn loaded() -> Capabilities {
     let base = spawn_api().await;
-    Capabilities::parse(&file(&base), Format::Toml, Path::new("."), "http.toml", env)
-        .expect("valid http capabilities")
+    Capabilities::parse(
+        &file(&base),
+        FileFormat::Toml,
+        Path::new("."),
+        "http.toml",
+        env,
+    )
+    .expect("valid http capabilities")
 }
 
 #[tokio::test]
@@ -226,7 +232,7 @@ async fn connection_refused_is_binding_failed() {
     };
     let caps = Capabilities::parse(
         &file(&format!("http://127.0.0.1:{port}")),
-        Format::Toml,
+        FileFormat::Toml,
         Path::new("."),
         "http.toml",
         env,
@@ -254,7 +260,7 @@ output_schema = {{}}
 binding = {{ type = "http", {binding} }}
 "#
     );
-    Capabilities::parse(&text, Format::Toml, Path::new("."), "h.toml", env_fn)
+    Capabilities::parse(&text, FileFormat::Toml, Path::new("."), "h.toml", env_fn)
 }
 
 #[test]

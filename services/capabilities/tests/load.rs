@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use parley_capabilities::{Capabilities, CapabilityError, Format, LoadError};
+use parley_capabilities::{Capabilities, CapabilityError, FileFormat, LoadError};
 use serde_json::{Value, json};
 
 const PRODUCTS: &str = r#"[
@@ -52,7 +52,7 @@ key = "productId"
 }
 
 fn load_toml(text: &str, dir: &Path) -> Result<Capabilities, LoadError> {
-    Capabilities::parse(text, Format::Toml, dir, "test.toml", no_env)
+    Capabilities::parse(text, FileFormat::Toml, dir, "test.toml", no_env)
 }
 
 /// Asserts the text is refused with a message containing every fragment.

@@ -77,7 +77,7 @@ pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, Start
         })?,
         None => Capabilities::parse(
             "[agent]\nname = \"Parley agent\"\ndescription = \"An NLIP agent with no declared capabilities.\"\n",
-            parley_capabilities::Format::Toml,
+            parley_capabilities::FileFormat::Toml,
             Path::new("."),
             "built-in empty capabilities",
             |_| None,

@@ -18,9 +18,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::model::{
-    Agreement, Conversation, Direction, Handler, LoggedMessage, Negotiation, NegotiationOutcome,
-    NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation, NewHandler,
-    NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, Negotiation,
+    NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation,
+    NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 use crate::{Store, StoreError};
 
@@ -211,7 +211,7 @@ impl<S: Store> Store for Checked<S> {
 
     // --- handlers ------------------------------------------------------------------------------
 
-    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<Handler, StoreError> {
+    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<HandlerRecord, StoreError> {
         hash("protocol hash", &new.protocol_hash)?;
         text("handler source", &new.source)?;
         name("handler backend", &new.backend)?;
@@ -226,16 +226,20 @@ impl<S: Store> Store for Checked<S> {
         id: Uuid,
         passed: bool,
         report: &Value,
-    ) -> Result<Handler, StoreError> {
+    ) -> Result<HandlerRecord, StoreError> {
         json("verification report", report)?;
         self.0.record_handler_verification(id, passed, report).await
     }
 
-    async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError> {
+    async fn activate_handler(&self, id: Uuid) -> Result<HandlerRecord, StoreError> {
         self.0.activate_handler(id).await
     }
 
-    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError> {
+    async fn attach_compiled(
+        &self,
+        id: Uuid,
+        compiled: &Value,
+    ) -> Result<HandlerRecord, StoreError> {
         if !compiled.is_object() {
             return Err(StoreError::Invalid(
                 "a compiled form must be a JSON object".into(),
@@ -245,11 +249,14 @@ impl<S: Store> Store for Checked<S> {
         self.0.attach_compiled(id, compiled).await
     }
 
-    async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
+    async fn get_handler(&self, id: Uuid) -> Result<Option<HandlerRecord>, StoreError> {
         self.0.get_handler(id).await
     }
 
-    async fn active_handler(&self, protocol_hash: &str) -> Result<Option<Handler>, StoreError> {
+    async fn active_handler(
+        &self,
+        protocol_hash: &str,
+    ) -> Result<Option<HandlerRecord>, StoreError> {
         hash("protocol hash", protocol_hash)?;
         self.0.active_handler(protocol_hash).await
     }

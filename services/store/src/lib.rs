@@ -58,7 +58,7 @@ use tracing::Instrument as _;
 
 pub use error::{BackendError, StoreError};
 pub use model::{
-    Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, Negotiation,
+    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, Negotiation,
     NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation,
     NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };

@@ -241,7 +241,7 @@ pub struct NewHandler {
 
 /// A stored handler.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Handler {
+pub struct HandlerRecord {
     pub id: Uuid,
     pub protocol_hash: String,
     pub source: String,

@@ -16,7 +16,7 @@ use uuid::fmt::Hyphenated;
 use crate::StoreError;
 
 use crate::model::{
-    Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, Negotiation,
+    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, Negotiation,
     NegotiationStatus, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
@@ -332,7 +332,7 @@ impl HandlerRow {
     }
 }
 
-impl From<HandlerRow> for Handler {
+impl From<HandlerRow> for HandlerRecord {
     fn from(row: HandlerRow) -> Self {
         Self {
             id: row.id.0,

@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use crate::StoreError;
 use crate::model::{
-    Agreement, Conversation, Direction, Handler, LoggedMessage, Negotiation, NegotiationOutcome,
-    NegotiationRecord, NewAgreement, NewConversation, NewHandler, NewNegotiation, Protocol,
-    ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, Negotiation,
+    NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
+    NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
 /// Most rows a listing returns, whatever limit the caller asks for; keeps one request from pulling a
@@ -165,7 +165,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     // --- handlers ------------------------------------------------------------------------------
 
     /// Stores generated code as a candidate for a stored protocol; the store hashes the source.
-    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<Handler, StoreError>;
+    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<HandlerRecord, StoreError>;
 
     /// Records the verifier's report for a candidate. Passing keeps it a candidate, ready to
     /// activate; failing marks it `failed`. Only candidates can be verified.
@@ -174,24 +174,28 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         id: Uuid,
         passed: bool,
         report: &Value,
-    ) -> Result<Handler, StoreError>;
+    ) -> Result<HandlerRecord, StoreError>;
 
     /// Makes a verified candidate (or a retired handler, to roll back) the active handler of its
     /// protocol and retires the previously active one, atomically. Activating the active handler
     /// again is a no-op.
-    async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError>;
+    async fn activate_handler(&self, id: Uuid) -> Result<HandlerRecord, StoreError>;
 
     /// Attaches a handler's compiled form (a JSON object: the mapping its source was generated
     /// from) once it answered every test case as the source did. Only a handler that passed
     /// verification and is a candidate or active takes one (else `Conflict`); an unknown id is
     /// `NotFound`, anything but an object `Invalid`. Stored as its exact JSON text: it reads back
     /// with its keys in the same order.
-    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError>;
+    async fn attach_compiled(
+        &self,
+        id: Uuid,
+        compiled: &Value,
+    ) -> Result<HandlerRecord, StoreError>;
 
-    async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError>;
+    async fn get_handler(&self, id: Uuid) -> Result<Option<HandlerRecord>, StoreError>;
 
     /// The handler serving protocol `hash`, if one is active.
-    async fn active_handler(&self, hash: &str) -> Result<Option<Handler>, StoreError>;
+    async fn active_handler(&self, hash: &str) -> Result<Option<HandlerRecord>, StoreError>;
 
     // --- usage ---------------------------------------------------------------------------------
 

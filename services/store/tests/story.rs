@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use parley_store::testing::{SqliteWriteLock, fresh_postgres_url, fresh_sqlite_url};
 use parley_store::{
-    Agreement, Conversation, Direction, Handler, HandlerState, LoggedMessage, NegotiationOutcome,
-    NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation, NewHandler,
-    NewNegotiation, Protocol, ProtocolUsage, Role, Store, StoreError, StoreOptions, Upload,
-    connect, sha256_hex,
+    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage,
+    NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation,
+    NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role, Store, StoreError, StoreOptions,
+    Upload, connect, sha256_hex,
 };
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, SqliteConnection};
@@ -169,7 +169,7 @@ struct Written {
     protocol: Protocol,
     agreements: Vec<Agreement>,
     negotiation: NegotiationRecord,
-    active_handler: Handler,
+    active_handler: HandlerRecord,
     usage: ProtocolUsage,
 }
 
@@ -756,7 +756,7 @@ fn new_handler(hash: &str, source: &str) -> NewHandler {
     }
 }
 
-async fn handlers(store: &dyn Store, hash: &str) -> Handler {
+async fn handlers(store: &dyn Store, hash: &str) -> HandlerRecord {
     assert_eq!(store.active_handler(hash).await.expect("active"), None);
     let first = store
         .insert_handler_candidate(new_handler(hash, "function handle(r) { return 1; }"))
@@ -803,10 +803,10 @@ async fn handlers(store: &dyn Store, hash: &str) -> Handler {
 async fn verify_and_activate(
     store: &dyn Store,
     hash: &str,
-    first: Handler,
+    first: HandlerRecord,
     mapping: &Value,
     report: &Value,
-) -> Handler {
+) -> HandlerRecord {
     let verified = store
         .record_handler_verification(first.id, true, report)
         .await
@@ -870,10 +870,10 @@ async fn verify_and_activate(
 async fn failures_and_rollback(
     store: &dyn Store,
     hash: &str,
-    first: Handler,
+    first: HandlerRecord,
     mapping: &Value,
     report: &Value,
-) -> Handler {
+) -> HandlerRecord {
     // A failing candidate is marked failed and can never be activated.
     let broken = store
         .insert_handler_candidate(new_handler(hash, "function handle( {"))

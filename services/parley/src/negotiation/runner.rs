@@ -202,7 +202,7 @@ pub struct ProtocolCache {
 
 /// Why an active protocol could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub enum ProtocolLoadError {
     #[error("no active handler for this protocol")]
     Unknown,
     #[error(transparent)]
@@ -222,7 +222,7 @@ impl ProtocolCache {
         store: &Arc<dyn Store>,
         sandbox: &Arc<Sandbox>,
         compiled: bool,
-    ) -> Result<(ActiveProtocol, bool), LoadError> {
+    ) -> Result<(ActiveProtocol, bool), ProtocolLoadError> {
         if let Some(p) = self
             .active
             .read()
@@ -235,8 +235,11 @@ impl ProtocolCache {
         let handler = store
             .active_handler(&hex)
             .await?
-            .ok_or(LoadError::Unknown)?;
-        let protocol = store.get_protocol(&hex).await?.ok_or(LoadError::Unknown)?;
+            .ok_or(ProtocolLoadError::Unknown)?;
+        let protocol = store
+            .get_protocol(&hex)
+            .await?
+            .ok_or(ProtocolLoadError::Unknown)?;
         let doc = ProtocolDoc::parse(protocol.text)?;
         // A verified compiled form serves in place of the JavaScript (see `Provider::check_compiled`).
         let serving = handler.compiled.as_ref().filter(|_| compiled);

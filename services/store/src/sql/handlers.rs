@@ -7,14 +7,14 @@ use uuid::Uuid;
 use super::{Db, SqlStore};
 use crate::StoreError;
 use crate::error::{SqlError, duplicate, missing};
-use crate::model::{Handler, HandlerState, NewHandler};
+use crate::model::{HandlerRecord, HandlerState, NewHandler};
 use crate::rows::{DbUuid, HandlerRow, Text, handler_columns};
 use crate::store::{now, sha256_hex};
 
 pub(super) async fn insert_candidate(
     store: &SqlStore,
     new: NewHandler,
-) -> Result<Handler, SqlError> {
+) -> Result<HandlerRecord, SqlError> {
     sqlx::query_as::<_, HandlerRow>(concat!(
         "INSERT INTO handlers
              (id, protocol_hash, source, source_sha256, backend, capabilities, state, created_at)
@@ -40,7 +40,7 @@ pub(super) async fn record_verification(
     id: Uuid,
     passed: bool,
     report: &Value,
-) -> Result<Handler, SqlError> {
+) -> Result<HandlerRecord, SqlError> {
     let next_state = if passed {
         HandlerState::Candidate
     } else {
@@ -68,7 +68,7 @@ pub(super) async fn record_verification(
     Err(refusal(&mut tx, id, "only candidates are verified").await)
 }
 
-pub(super) async fn activate(store: &SqlStore, id: Uuid) -> Result<Handler, SqlError> {
+pub(super) async fn activate(store: &SqlStore, id: Uuid) -> Result<HandlerRecord, SqlError> {
     // Activations of one protocol are serialised from here on: what is read is current.
     let mut tx = store.activation_tx(id).await?;
     let current = sqlx::query_as::<_, HandlerRow>(concat!(
@@ -115,7 +115,7 @@ pub(super) async fn attach_compiled(
     store: &SqlStore,
     id: Uuid,
     compiled: &Value,
-) -> Result<Handler, SqlError> {
+) -> Result<HandlerRecord, SqlError> {
     let mut tx = store.write_tx().await?;
     let attached = sqlx::query_as::<_, HandlerRow>(concat!(
         "UPDATE handlers SET compiled = $2
@@ -140,7 +140,7 @@ pub(super) async fn attach_compiled(
     .await)
 }
 
-pub(super) async fn get(store: &SqlStore, id: Uuid) -> Result<Option<Handler>, SqlError> {
+pub(super) async fn get(store: &SqlStore, id: Uuid) -> Result<Option<HandlerRecord>, SqlError> {
     let row = sqlx::query_as::<_, HandlerRow>(concat!(
         "SELECT ",
         handler_columns!(),
@@ -152,7 +152,10 @@ pub(super) async fn get(store: &SqlStore, id: Uuid) -> Result<Option<Handler>, S
     Ok(row.map(Into::into))
 }
 
-pub(super) async fn active(store: &SqlStore, hash: &str) -> Result<Option<Handler>, SqlError> {
+pub(super) async fn active(
+    store: &SqlStore,
+    hash: &str,
+) -> Result<Option<HandlerRecord>, SqlError> {
     let row = sqlx::query_as::<_, HandlerRow>(concat!(
         "SELECT ",
         handler_columns!(),

@@ -38,9 +38,9 @@ use super::{BACKEND_NAME, Db, SqlStore};
 use crate::StoreError;
 use crate::error::SqlError;
 use crate::model::{
-    Agreement, Conversation, Direction, Handler, LoggedMessage, Negotiation, NegotiationOutcome,
-    NegotiationRecord, NewAgreement, NewConversation, NewHandler, NewNegotiation, Protocol,
-    ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, Negotiation,
+    NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
+    NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
 /// The span of one business operation: `store.<operation>` at debug level, so that nothing is built
@@ -256,7 +256,7 @@ impl crate::Store for SqlStore {
 
     // --- handlers ------------------------------------------------------------------------------
 
-    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<Handler, StoreError> {
+    async fn insert_handler_candidate(&self, new: NewHandler) -> Result<HandlerRecord, StoreError> {
         traced(
             span!("store.insert_handler_candidate"),
             handlers::insert_candidate(self, new),
@@ -269,7 +269,7 @@ impl crate::Store for SqlStore {
         id: Uuid,
         passed: bool,
         report: &Value,
-    ) -> Result<Handler, StoreError> {
+    ) -> Result<HandlerRecord, StoreError> {
         traced(
             span!("store.record_handler_verification"),
             handlers::record_verification(self, id, passed, report),
@@ -277,7 +277,7 @@ impl crate::Store for SqlStore {
         .await
     }
 
-    async fn activate_handler(&self, id: Uuid) -> Result<Handler, StoreError> {
+    async fn activate_handler(&self, id: Uuid) -> Result<HandlerRecord, StoreError> {
         traced(
             span!("store.activate_handler"),
             handlers::activate(self, id),
@@ -285,7 +285,11 @@ impl crate::Store for SqlStore {
         .await
     }
 
-    async fn attach_compiled(&self, id: Uuid, compiled: &Value) -> Result<Handler, StoreError> {
+    async fn attach_compiled(
+        &self,
+        id: Uuid,
+        compiled: &Value,
+    ) -> Result<HandlerRecord, StoreError> {
         traced(
             span!("store.attach_compiled"),
             handlers::attach_compiled(self, id, compiled),
@@ -293,11 +297,11 @@ impl crate::Store for SqlStore {
         .await
     }
 
-    async fn get_handler(&self, id: Uuid) -> Result<Option<Handler>, StoreError> {
+    async fn get_handler(&self, id: Uuid) -> Result<Option<HandlerRecord>, StoreError> {
         traced(span!("store.get_handler"), handlers::get(self, id)).await
     }
 
-    async fn active_handler(&self, hash: &str) -> Result<Option<Handler>, StoreError> {
+    async fn active_handler(&self, hash: &str) -> Result<Option<HandlerRecord>, StoreError> {
         traced(span!("store.active_handler"), handlers::active(self, hash)).await
     }
 

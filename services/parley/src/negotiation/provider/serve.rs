@@ -10,7 +10,7 @@ use super::Provider;
 use crate::error::ApiError;
 use crate::host::CapabilityBridge;
 use crate::metrics;
-use crate::negotiation::runner::{ActiveProtocol, LoadError};
+use crate::negotiation::runner::{ActiveProtocol, ProtocolLoadError};
 
 impl Provider {
     /// Answers one application message of protocol `hash` from `peer` through the protocol's
@@ -73,7 +73,7 @@ impl Provider {
                 metrics::protocol_cache(if hit { "hit" } else { "miss" });
                 Ok(active)
             }
-            Err(LoadError::Unknown) => {
+            Err(ProtocolLoadError::Unknown) => {
                 metrics::protocol_cache("miss");
                 Err(ApiError::UnknownProtocol(hash.to_string()))
             }
