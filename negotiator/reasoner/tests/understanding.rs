@@ -225,6 +225,18 @@ async fn what_it_cannot_tell_is_refused_with_a_brief_list() {
 }
 
 #[tokio::test]
+async fn a_question_about_what_it_can_do_in_more_words_gets_the_help() {
+    let reasoner = example();
+    let help = ask(&reasoner, "help").await.text;
+    for text in [
+        "Hello! What can you do for me?",
+        "so, what are your capabilities?",
+    ] {
+        assert_eq!(ask(&reasoner, text).await.text, help, "{text:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_conversation_gets_the_list_once() {
     let reasoner = example();
     let first = ask(&reasoner, "Tell me a joke").await;

@@ -12,8 +12,10 @@
 //!    product P12345?", "status of order O-1001"): matched against the capabilities' names,
 //!    descriptions, schema property names, `pattern`s, `enum`s and `examples`, scored as the
 //!    `understand` module documents. The capability is called and the answer says which one.
-//! 5. anything else: it says plainly that it cannot tell, and lists briefly what it can do
-//!    (once per conversation: a conversation that already saw the list is pointed to `help`).
+//! 5. anything else: the help text when the message holds a help phrase of several words
+//!    ("Hello! What can you do for me?"); otherwise it says plainly that it cannot tell, and
+//!    lists briefly what it can do (once per conversation: a conversation that already saw the
+//!    list is pointed to `help`).
 //!
 //! Results go back in [`NlAnswer::capability_calls`] (the server sends them as structured
 //! data) with a short text; a call that failed is an answer with [`NlAnswer::failure`] set.
@@ -232,6 +234,8 @@ impl BuiltinReasoner {
                 "I cannot {verb} anything: {capability} only looks things up, and no capability of mine does that. {}",
                 self.what_i_can_do(history)
             ),
+            // "Hello! What can you do for me?" asks for the help text in more words.
+            Understood::Nothing if asks_for_help(text) => return NlAnswer::text(self.help.clone()),
             Understood::Nothing => format!(
                 "I cannot tell what you are asking for. {}",
                 self.what_i_can_do(history)
@@ -322,6 +326,15 @@ impl Reasoner for BuiltinReasoner {
         }
         Ok(self.free_text(text, &req.history).await)
     }
+}
+
+/// Whether `text` holds one of the [`HELP_PHRASES`] of several words.
+fn asks_for_help(text: &str) -> bool {
+    let lowered = text.to_lowercase();
+    HELP_PHRASES
+        .iter()
+        .filter(|p| p.contains(' '))
+        .any(|p| lowered.contains(p))
 }
 
 /// `I can: getOrderStatus (look up a customer order by its id); getProductInfo (…).`
