@@ -129,6 +129,7 @@ impl Provider {
                     peer: peer.to_owned(),
                 })
                 .await?;
+            tracing::info!(negotiation = %record.id, peer, "negotiation started");
             state.negotiation = Some(Negotiation {
                 negotiation_id: record.id,
                 session: ProviderSession::new(SessionConfig {
@@ -137,6 +138,7 @@ impl Provider {
                 handler_id: None,
                 handler: None,
                 disputed: None,
+                proposed: None,
             });
         }
         turn.peer_fixes_errors =
@@ -180,6 +182,7 @@ impl Provider {
                     negotiation.session.code_generated(Err(why))
                 }
                 Step::Evaluate { text, hash } => {
+                    negotiation.proposed = Some(hash);
                     let verdict = self.evaluate(&text, turn).await?;
                     turn.summary.push(evaluated(&hash, &verdict));
                     negotiation.session.evaluated(&hash, verdict)
@@ -310,9 +313,17 @@ impl Provider {
                 history: Vec::new(),
             })
             .await
-            .map_err(|e| ApiError::Reasoner {
-                code: e.code().to_owned(),
-                message: e.to_string(),
+            .map_err(|e| {
+                tracing::warn!(
+                    backend = self.nl.backend(),
+                    code = e.code(),
+                    error = %crate::error::chain(&e),
+                    "the reasoner could not answer a naturalLanguageNegotiation request"
+                );
+                ApiError::Reasoner {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                }
             })?;
         metrics::reasoner_call(self.nl.backend(), "answer");
         Ok(MetaMessage::natural_language(
