@@ -399,12 +399,11 @@ fn product_protocol() -> String {
 
 async fn requester(dir: &Path) -> Requester {
     let url = format!("sqlite://{}/requester.db?mode=rwc", dir.display());
-    Requester {
-        store: parley_store::connect(&url, Default::default())
+    Requester::new(
+        parley_store::connect(&url, Default::default())
             .await
             .expect("requester store"),
-        max_rounds: 10,
-    }
+    )
 }
 
 #[tokio::test]
