@@ -209,8 +209,7 @@ pub(super) fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Resp
     error_response(Encoding::Json, panicked()).into_response()
 }
 
-pub(super) async fn metrics_text(State(state): State<AppState>) -> Response {
-    crate::metrics::protocol_model_calls(state.agent.provider().model_calls());
+pub(super) async fn metrics_text() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::metrics::render(),

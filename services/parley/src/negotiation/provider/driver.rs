@@ -5,7 +5,7 @@ use parley_anp::messages::NlMessageType;
 use parley_anp::{
     FixVerdict, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step, Verdict,
 };
-use parley_reasoner::Mapping;
+use parley_reasoner::{Mapping, UsageMeter};
 use parley_store::{Direction, NewNegotiation, Role};
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -136,6 +136,7 @@ impl Provider {
                 }),
                 handler_id: None,
                 handler: None,
+                meter: UsageMeter::new(),
             });
         }
         turn.peer_fixes_errors =
@@ -150,7 +151,10 @@ impl Provider {
             .append_transcript(negotiation.negotiation_id, Direction::Inbound, &value)
             .await?;
         let step = negotiation.session.receive_value(value);
-        self.drive(negotiation, step, turn, peer).await
+        let driven = self.drive(negotiation, step, turn, peer).await;
+        // Settled even when the turn failed: the model calls were made either way.
+        self.settle_usage(negotiation).await;
+        driven
     }
 
     /// Runs session steps until the session waits for the peer or ends.
@@ -178,7 +182,7 @@ impl Provider {
                     negotiation.session.code_generated(Err(why))
                 }
                 Step::Evaluate { text, hash } => {
-                    let verdict = self.evaluate(&text, turn).await?;
+                    let verdict = self.evaluate(&text, &negotiation.meter, turn).await?;
                     turn.summary.push(evaluated(&hash, &verdict));
                     negotiation.session.evaluated(&hash, verdict)
                 }
@@ -227,7 +231,8 @@ impl Provider {
                     negotiation.session.code_generated(result)
                 }
                 Step::Converse(nl) if nl.message_type == NlMessageType::Request => {
-                    turn.outbox.push(self.converse(&nl).await?);
+                    turn.outbox
+                        .push(self.converse(&nl, &negotiation.meter).await?);
                     return Ok(());
                 }
                 Step::Converse(_) => return Ok(()),
@@ -263,7 +268,12 @@ impl Provider {
 
     /// The reasoner's verdict on a proposal; a backend failure is an error for the caller,
     /// never an empty or default verdict.
-    async fn evaluate(&self, text: &str, turn: &mut Turn) -> Result<Verdict, ApiError> {
+    async fn evaluate(
+        &self,
+        text: &str,
+        meter: &UsageMeter,
+        turn: &mut Turn,
+    ) -> Result<Verdict, ApiError> {
         let doc = match parley_anp::ProtocolDoc::parse(text) {
             Ok(doc) => doc,
             Err(e) => {
@@ -274,7 +284,7 @@ impl Provider {
         };
         metrics::reasoner_call(self.reasoner.backend(), "evaluate");
         let evaluation = self
-            .reasoner
+            .protocol_reasoner(meter)
             .evaluate(&doc, &self.specs)
             .await
             .map_err(reasoner_error)?;
@@ -289,9 +299,9 @@ impl Provider {
     async fn converse(
         &self,
         nl: &parley_anp::messages::NaturalLanguageNegotiation,
+        meter: &UsageMeter,
     ) -> Result<MetaMessage, ApiError> {
-        let answer = self
-            .nl
+        let answer = parley_reasoner::metered(&self.nl, meter)
             .answer(parley_reasoner::NlRequest {
                 text: nl.message.clone(),
                 language: parley_nlip::DEFAULT_LANGUAGE.into(),
