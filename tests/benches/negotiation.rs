@@ -540,10 +540,7 @@ async fn requester(dir: &tempfile::TempDir) -> Result<Requester> {
     let store: Arc<dyn Store> = parley_store::connect(&url, Default::default())
         .await
         .map_err(|e| format!("requester store: {e}"))?;
-    Ok(Requester {
-        store,
-        max_rounds: 10,
-    })
+    Ok(Requester::new(store))
 }
 
 /// Files in the sandbox's artifact cache directory (compiled handlers and their MACs).

@@ -301,15 +301,14 @@ async fn negotiated(
 ) -> Result<(Measured, Spent, Duration)> {
     let (before, reported) = (accounted(app).await?, model.reported.snapshot());
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let requester = Requester {
-        store: parley_store::connect(
+    let requester = Requester::new(
+        parley_store::connect(
             &format!("sqlite://{}/requester.db?mode=rwc", dir.path().display()),
             Default::default(),
         )
         .await
         .map_err(|e| e.to_string())?,
-        max_rounds: 10,
-    };
+    );
     let text = std::fs::read_to_string(repo_root().join("examples/protocols/product-info.md"))
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
@@ -384,15 +383,14 @@ async fn recorded_cost(store_url: &str, hash: &str) -> Result<Spent> {
 /// cost of the negotiation measured in (b).
 async fn warm_up(app: &TestApp) -> Result<()> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let requester = Requester {
-        store: parley_store::connect(
+    let requester = Requester::new(
+        parley_store::connect(
             &format!("sqlite://{}/warm-up.db?mode=rwc", dir.path().display()),
             Default::default(),
         )
         .await
         .map_err(|e| e.to_string())?,
-        max_rounds: 10,
-    };
+    );
     let text = std::fs::read_to_string(repo_root().join("examples/protocols/product-info.md"))
         .map_err(|e| e.to_string())?
         .replacen(

@@ -26,10 +26,7 @@ fn request(id: &str, product: &str) -> Value {
 
 /// A requester with its own SQLite store in `dir` (reopening the same dir is a restart).
 async fn new_requester(dir: &Path) -> Requester {
-    Requester {
-        store: requester_store(dir).await,
-        max_rounds: 10,
-    }
+    Requester::new(requester_store(dir).await)
 }
 
 async fn requester_store(dir: &Path) -> Arc<dyn Store> {

@@ -185,8 +185,8 @@ async fn negotiation_cost(settings: Settings, model: &ScriptedOpenAi) {
         counters(&provider, "generate_handler").await,
     ];
     let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = Requester {
-        store: parley_store::connect(
+    let requester = Requester::new(
+        parley_store::connect(
             &format!(
                 "sqlite://{}/requester.db?mode=rwc",
                 requester_dir.path().display()
@@ -195,8 +195,7 @@ async fn negotiation_cost(settings: Settings, model: &ScriptedOpenAi) {
         )
         .await
         .expect("requester store"),
-        max_rounds: 10,
-    };
+    );
     let negotiated = requester
         .negotiate(&provider.url(), &text, |_| {})
         .await

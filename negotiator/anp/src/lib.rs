@@ -9,6 +9,7 @@
 //! | [`messages`] | the seed-002 meta-protocol messages ([`MetaMessage`], [`MetaProtocolInfo`], [`MetaStatus`]) with the seed's JSON field names |
 //! | [`session`] | the provider's and requester's state machines ([`ProviderSession`], [`RequesterSession`]), returning [`Step`]s for the server's async driver |
 //! | [`verify`] | a protocol's test cases run through a [`HandlerRunner`] (the server's sandbox) and judged precisely ([`VerificationReport`]) |
+//! | [`fix`] | the requester's guard rails for a provider's `fixErrorNegotiation`: which corrected expectations it may accept ([`review_fix`]) |
 //!
 //! What to decide at each step (accept a protocol, generate a handler) is not here: sessions
 //! ask for it with a [`Step`] and take the answer as a [`Verdict`]; the reasoners live in
@@ -23,6 +24,7 @@
 //!   [`NegotiationError`] instead of panicking, whatever the input or call order.
 //! - Sessions are serializable, so a driver serving stateless HTTP keeps one between requests.
 
+pub mod fix;
 pub mod hash;
 mod markdown;
 pub mod messages;
@@ -30,6 +32,7 @@ pub mod protocol;
 pub mod session;
 pub mod verify;
 
+pub use fix::{Correction, FixReview, review_fix};
 pub use hash::{HashParseError, ProtocolHash};
 pub use messages::{MessageError, MetaMessage, MetaProtocolInfo, MetaStatus};
 pub use protocol::{

@@ -35,6 +35,8 @@ pub enum ModelPurpose {
     Draft,
     /// Accept, counter or reject proposed test cases.
     EvaluateTestCases,
+    /// As a requester, accept or decline a provider's correction of a test expectation.
+    ReviewFix,
 }
 
 impl ModelPurpose {
@@ -46,10 +48,11 @@ impl ModelPurpose {
         ModelPurpose::FixHandler,
         ModelPurpose::Draft,
         ModelPurpose::EvaluateTestCases,
+        ModelPurpose::ReviewFix,
     ];
 
     /// The name of the operation that makes the call: `answer`, `evaluate`, `generate_handler`,
-    /// `fix_handler`, `draft`, `evaluate_test_cases`.
+    /// `fix_handler`, `draft`, `evaluate_test_cases`, `review_fix`.
     pub fn as_str(self) -> &'static str {
         match self {
             ModelPurpose::Answer => "answer",
@@ -58,6 +61,7 @@ impl ModelPurpose {
             ModelPurpose::FixHandler => "fix_handler",
             ModelPurpose::Draft => "draft",
             ModelPurpose::EvaluateTestCases => "evaluate_test_cases",
+            ModelPurpose::ReviewFix => "review_fix",
         }
     }
 }

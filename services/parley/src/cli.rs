@@ -10,7 +10,9 @@ use parley_nlip::{ErrorInfo, Format, Message, Submessage};
 
 use crate::client::{ClientError, NlipClient};
 use crate::config::{ConfigError, ServeArgs, Settings};
-use crate::negotiation::requester::{Outcome, Requester, RequesterError, ask_in_natural_language};
+use crate::negotiation::requester::{
+    Outcome, ProtocolRef, Requested, Requester, RequesterError, ask_in_natural_language,
+};
 use crate::startup::{Bound, StartupError, shutdown_signal};
 
 /// Why a command failed.
@@ -81,7 +83,8 @@ pub enum Command {
     Sandbox(SandboxCommand),
     /// Negotiate a protocol with a provider as requester, and store the outcome locally.
     Negotiate(NegotiateArgs),
-    /// Send one application message through an agreed protocol and print the answer.
+    /// Send one request through a protocol and print the answer: the protocol agreed with the
+    /// peer (0-RTT), negotiated first when there is none, or natural language when none can be.
     Call(CallArgs),
     /// What this agent has agreed, with whom, how it was verified, and what agreeing cost.
     #[command(subcommand)]
@@ -117,7 +120,8 @@ impl LocalStore {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["protocol", "requirement"])))]
 pub struct NegotiateArgs {
-    /// The provider's NLIP end-point (http(s)://…/nlip or ws(s)://…/nlip/ws).
+    /// The provider's NLIP end-point (http(s)://…/nlip or ws(s)://…/nlip/ws; without a path,
+    /// the peer's /nlip or /nlip/ws).
     pub url: String,
     /// A protocol document (markdown with request/response JSON Schemas and test cases).
     #[arg(long)]
@@ -140,14 +144,22 @@ pub struct NegotiateArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
-    /// The provider's NLIP end-point.
+    /// The provider's NLIP end-point (without a path: its /nlip, or /nlip/ws over ws(s)://).
     pub url: String,
-    /// The protocol's hash (hex, or sha256:hex).
-    #[arg(long)]
+    /// A protocol document, negotiated first unless this requester agreed it with the peer
+    /// already; or the hash of a protocol in the local store (hex or sha256:hex; a unique
+    /// prefix will do).
+    #[arg(long, value_name = "FILE|HASH")]
     pub protocol: String,
     /// The request, as JSON.
     #[arg(long)]
     pub json: String,
+    /// When no protocol can be agreed, fail instead of asking in natural language.
+    #[arg(long)]
+    pub no_fallback: bool,
+    /// Proposals before giving up, when the call negotiates.
+    #[arg(long, default_value_t = 10)]
+    pub max_rounds: u32,
     #[command(flatten)]
     pub store: LocalStore,
 }
@@ -181,7 +193,8 @@ pub enum ConversationsCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
-    /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text (JSON)
+    /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text
+    /// (JSON); without a path, the peer's /nlip or /nlip/ws
     pub url: String,
     /// The text to send.
     pub text: String,
@@ -299,15 +312,10 @@ async fn protocol_text(args: &NegotiateArgs) -> Result<String, CliError> {
 async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
     let text = protocol_text(&args).await?;
     let requester = Requester {
-        store: args.store.open().await?,
         max_rounds: args.max_rounds,
+        ..Requester::new(args.store.open().await?)
     };
-    let result = match requester
-        .negotiate(&args.url, &text, |p| {
-            eprintln!("… {} (round {})", p.stage, p.round);
-        })
-        .await
-    {
+    let result = match requester.negotiate(&args.url, &text, progress).await {
         Ok(r) => r,
         Err(RequesterError::NotSupported) => {
             eprintln!(
@@ -353,24 +361,61 @@ async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
     })
 }
 
+/// Progress of a negotiation, on stderr.
+fn progress(p: crate::negotiation::requester::Progress) {
+    eprintln!("… {} (round {})", p.stage, p.round);
+}
+
 async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
-    let hash: parley_anp::ProtocolHash = args
-        .protocol
-        .parse()
-        .map_err(|e| CliError::Usage(format!("--protocol: {e}")))?;
     let request = json(&args.json, || "--json is not valid JSON".into())?;
     let requester = Requester {
-        store: args.store.open().await?,
-        max_rounds: 10,
+        max_rounds: args.max_rounds,
+        ..Requester::new(args.store.open().await?)
     };
-    let called = requester.call(&args.url, &hash, request).await?;
-    if called.renegotiated.is_some() {
-        eprintln!("the provider no longer knew the protocol: negotiated it again");
+    let path = PathBuf::from(&args.protocol);
+    let protocol = if path.is_file() {
+        ProtocolRef::Text(read(&path)?)
+    } else {
+        match requester.resolve_hash(&args.protocol).await {
+            Ok(hash) => ProtocolRef::Hash(hash),
+            Err(RequesterError::NotAHash(given)) => {
+                return Err(CliError::Usage(format!(
+                    "--protocol {given:?} is neither a file nor a protocol hash"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let requested = requester
+        .request(&args.url, protocol, request, !args.no_fallback, progress)
+        .await?;
+    match &requested {
+        Requested::Protocol {
+            hash,
+            negotiated,
+            called,
+        } => {
+            if called.renegotiated.is_some() {
+                eprintln!("the provider no longer knew the protocol: negotiated it again");
+            } else if let Some(n) = negotiated {
+                let how = match n.outcome {
+                    Outcome::ZeroRtt => "known to the provider (0-RTT, no negotiation)".to_owned(),
+                    _ if n.rounds == 1 => "agreed in 1 round".to_owned(),
+                    _ => format!("agreed in {} rounds", n.rounds),
+                };
+                eprintln!("protocol {hash}: {how}");
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&called.answer)
+                    .expect("a JSON value always serializes")
+            );
+        }
+        Requested::Fallback { reason, .. } => {
+            eprintln!("fell back to natural language: {reason}");
+            println!("{}", requested.text());
+        }
     }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&called.answer).expect("a JSON value always serializes")
-    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,6 +1,11 @@
 //! An NLIP client: HTTP (JSON or CBOR bodies) for `http(s)://…/nlip` URLs, WebSocket for
 //! `ws(s)://…` URLs (CBOR on `/nlip/ws`, JSON text on `/nlip/ws/text`). Used by the CLI and
 //! by the requester side of negotiation.
+//!
+//! A URL names a peer the way people type it: without a path it means the peer's NLIP
+//! end-point ([`endpoint`]), so `http://host:8080` is `http://host:8080/nlip` and
+//! `ws://host:8080` is `ws://host:8080/nlip/ws`. An explicit path is kept. A peer that answers
+//! 404 or 405 on a path other than Parley's end-points gets an error naming the right one.
 
 use futures::{SinkExt, StreamExt};
 use parley_nlip::Message;
@@ -20,6 +25,13 @@ pub enum ClientError {
     Decode(#[from] parley_nlip::DecodeError),
     #[error("WebSocket failed: {0}")]
     WebSocket(#[from] tokio_tungstenite::tungstenite::Error),
+    /// The peer has no NLIP end-point at this path; `hint` names the right one.
+    #[error("{url} answered HTTP {status}: no NLIP end-point there; {hint}")]
+    WrongEndpoint {
+        url: String,
+        status: u16,
+        hint: String,
+    },
     #[error("the WebSocket closed before a reply arrived")]
     Closed,
 }
@@ -29,7 +41,7 @@ pub enum ClientError {
 enum Transport {
     Http {
         client: reqwest::Client,
-        url: String,
+        url: url::Url,
         cbor: bool,
     },
     Ws {
@@ -54,17 +66,16 @@ pub struct Received {
 impl NlipClient {
     /// Connects (WebSocket) or prepares (HTTP). `cbor` picks CBOR bodies over HTTP; over
     /// WebSocket the path decides (`/nlip/ws/text` is JSON, anything else CBOR).
+    /// `url` may leave the path out (see [`endpoint`]).
     pub async fn connect(url: &str, cbor: bool) -> Result<NlipClient, ClientError> {
-        let parsed = url::Url::parse(url).map_err(|e| ClientError::Url {
-            url: url.to_owned(),
-            reason: e.to_string(),
-        })?;
+        let parsed = endpoint(url)?;
+        let url = parsed.as_str();
         let transport = match parsed.scheme() {
             "http" | "https" => Transport::Http {
                 client: reqwest::Client::builder()
                     .build()
                     .map_err(ClientError::Http)?,
-                url: url.to_owned(),
+                url: parsed.clone(),
                 cbor,
             },
             "ws" | "wss" => {
@@ -73,18 +84,15 @@ impl NlipClient {
                 let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                     .read_buffer_size(crate::server::WS_READ_CHUNK);
                 let (socket, _) =
-                    tokio_tungstenite::connect_async_with_config(url, Some(config), true).await?;
+                    tokio_tungstenite::connect_async_with_config(url, Some(config), true)
+                        .await
+                        .map_err(|e| handshake_error(&parsed, e))?;
                 Transport::Ws {
                     socket: Box::new(socket),
                     cbor: !parsed.path().trim_end_matches('/').ends_with("/text"),
                 }
             }
-            other => {
-                return Err(ClientError::Url {
-                    url: url.to_owned(),
-                    reason: format!("unsupported scheme {other:?}; use http(s) or ws(s)"),
-                });
-            }
+            other => unreachable!("endpoint() admits only http(s) and ws(s), not {other}"),
         };
         Ok(NlipClient { transport })
     }
@@ -106,6 +114,13 @@ impl NlipClient {
                     .send()
                     .await?;
                 let status = resp.status().as_u16();
+                if let Some(hint) = wrong_path_hint(url, status) {
+                    return Err(ClientError::WrongEndpoint {
+                        url: url.to_string(),
+                        status,
+                        hint,
+                    });
+                }
                 let is_cbor = resp
                     .headers()
                     .get(reqwest::header::CONTENT_TYPE)
@@ -152,5 +167,146 @@ impl NlipClient {
                 Err(ClientError::Closed)
             }
         }
+    }
+}
+
+/// The NLIP end-point `url` names: the URL itself when it has a path, else the peer's default
+/// end-point, `/nlip` over HTTP(S) and `/nlip/ws` over WebSocket. Only `http`, `https`, `ws`
+/// and `wss` URLs name one.
+pub fn endpoint(url: &str) -> Result<url::Url, ClientError> {
+    let invalid = |reason: String| ClientError::Url {
+        url: url.to_owned(),
+        reason,
+    };
+    let mut parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
+    let default_path = match parsed.scheme() {
+        "http" | "https" => "/nlip",
+        "ws" | "wss" => "/nlip/ws",
+        other => {
+            return Err(invalid(format!(
+                "unsupported scheme {other:?}; use http(s) or ws(s)"
+            )));
+        }
+    };
+    if parsed.path().is_empty() || parsed.path() == "/" {
+        parsed.set_path(default_path);
+    }
+    Ok(parsed)
+}
+
+/// Where Parley serves NLIP, for a peer that answered `status` at `url`: a hint when the
+/// status says "nothing here" (404, 405) and the path is not one of Parley's end-points for
+/// the scheme.
+fn wrong_path_hint(url: &url::Url, status: u16) -> Option<String> {
+    if !matches!(status, 404 | 405) {
+        return None;
+    }
+    let origin = url.origin().ascii_serialization();
+    let path = url.path().trim_end_matches('/');
+    match url.scheme() {
+        "ws" | "wss" if !matches!(path, "/nlip/ws" | "/nlip/ws/text") => Some(format!(
+            "Parley's WebSocket end-points are {origin}/nlip/ws (CBOR) and {origin}/nlip/ws/text \
+             (JSON); a URL without a path means /nlip/ws"
+        )),
+        "http" | "https" if path != "/nlip" => {
+            let mut ws = url.clone();
+            let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+            // http → ws is a change between special schemes, which always succeeds.
+            let _ = ws.set_scheme(scheme);
+            ws.set_path("/nlip/ws");
+            ws.set_query(None);
+            Some(format!(
+                "Parley's HTTP end-point is {origin}/nlip (POST), its WebSocket end-point {ws}; \
+                 a URL without a path means /nlip"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// A failed WebSocket handshake; an HTTP answer on the wrong path gets the end-point's hint.
+fn handshake_error(url: &url::Url, error: tokio_tungstenite::tungstenite::Error) -> ClientError {
+    if let tokio_tungstenite::tungstenite::Error::Http(response) = &error
+        && let Some(hint) = wrong_path_hint(url, response.status().as_u16())
+    {
+        return ClientError::WrongEndpoint {
+            url: url.to_string(),
+            status: response.status().as_u16(),
+            hint,
+        };
+    }
+    error.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(url: &str) -> String {
+        endpoint(url).expect("a valid URL").to_string()
+    }
+
+    #[test]
+    fn a_url_without_a_path_names_the_nlip_end_point() {
+        assert_eq!(
+            resolved("http://127.0.0.1:8080"),
+            "http://127.0.0.1:8080/nlip"
+        );
+        assert_eq!(
+            resolved("http://127.0.0.1:8080/"),
+            "http://127.0.0.1:8080/nlip"
+        );
+        assert_eq!(
+            resolved("https://agent.example"),
+            "https://agent.example/nlip"
+        );
+        assert_eq!(
+            resolved("ws://127.0.0.1:8080"),
+            "ws://127.0.0.1:8080/nlip/ws"
+        );
+        assert_eq!(
+            resolved("wss://agent.example/"),
+            "wss://agent.example/nlip/ws"
+        );
+    }
+
+    #[test]
+    fn an_explicit_path_is_kept() {
+        for url in [
+            "http://127.0.0.1:8080/nlip",
+            "http://127.0.0.1:8080/api/agent",
+            "ws://127.0.0.1:8080/nlip/ws/text",
+            "ws://127.0.0.1:8080/nlip",
+        ] {
+            assert_eq!(resolved(url), url);
+        }
+        assert_eq!(
+            resolved("http://127.0.0.1:8080/nlip?x=1"),
+            "http://127.0.0.1:8080/nlip?x=1"
+        );
+    }
+
+    #[test]
+    fn other_schemes_and_garbage_are_refused() {
+        assert!(matches!(
+            endpoint("ftp://host/nlip"),
+            Err(ClientError::Url { .. })
+        ));
+        assert!(matches!(
+            endpoint("127.0.0.1:8080"),
+            Err(ClientError::Url { .. })
+        ));
+    }
+
+    #[test]
+    fn a_wrong_path_gets_a_hint_naming_the_end_point() {
+        let hint = |url: &str, status| wrong_path_hint(&url::Url::parse(url).expect("URL"), status);
+        let ws = hint("ws://127.0.0.1:8080/nlip", 405).expect("a hint");
+        assert!(ws.contains("ws://127.0.0.1:8080/nlip/ws"), "{ws}");
+        let http = hint("http://127.0.0.1:8080/nlip/ws", 405).expect("a hint");
+        assert!(http.contains("http://127.0.0.1:8080/nlip (POST)"), "{http}");
+        assert_eq!(hint("ws://127.0.0.1:8080/nlip/ws", 404), None);
+        assert_eq!(hint("http://127.0.0.1:8080/nlip", 405), None);
+        assert_eq!(hint("http://127.0.0.1:8080/other", 500), None);
     }
 }

@@ -20,8 +20,9 @@ use tokio::net::TcpListener;
 
 use crate::agent::{Agent, AgentSettings};
 use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
+use crate::model_endpoint;
 use crate::negotiation::provider::Provider;
-use crate::server::{self, AppState};
+use crate::server::{self, AppState, ModelEndpoint, Readiness, Sandbox};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -46,8 +47,13 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot open the database")]
-    Store(#[source] StoreError),
+    #[error("cannot open the database at {target}")]
+    Store {
+        /// The database URL without its password.
+        target: String,
+        #[source]
+        source: StoreError,
+    },
     #[error("the sandbox could not be set up")]
     Sandbox(#[source] SandboxError),
     #[error("cannot listen on {addr}")]
@@ -137,9 +143,25 @@ pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupEr
             source,
         })?;
     }
+    let target = redacted(&url);
+    tracing::info!(database = %target, "opening the database");
     parley_store::connect(&url, StoreOptions::default())
         .await
-        .map_err(StartupError::Store)
+        .map_err(|source| StartupError::Store { target, source })
+}
+
+/// `url` without its password (and the query of a PostgreSQL URL, which may carry one).
+pub(crate) fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.has_host() => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// A server whose listeners are bound and whose state is built, ready to run.
@@ -153,8 +175,10 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// Builds everything from validated settings: backends first, sockets last, so that a
-    /// bad capabilities file or database fails before anything listens.
+    /// Builds everything from validated settings: backends first, sockets next, so that a
+    /// bad capabilities file or database fails before anything listens, and the slow
+    /// background work (the sandbox's warm-up, the model end-point's probe) last, so that a
+    /// port already in use fails before any of it starts.
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
         let capabilities = load_capabilities(settings.capabilities.as_deref())?;
@@ -168,27 +192,37 @@ impl Bound {
             .get_or_insert_with(|| settings.data_dir.join("sandbox-cache"));
         let sandbox =
             Arc::new(parley_sandbox::Sandbox::new(sandbox_config).map_err(StartupError::Sandbox)?);
-        if settings.sandbox.warm_up {
-            let sandbox = sandbox.clone();
-            tokio::task::spawn_blocking(move || {
-                let started = std::time::Instant::now();
-                match sandbox.warm_up() {
-                    Ok(()) => tracing::info!(elapsed = ?started.elapsed(), "sandbox warmed up"),
-                    Err(e) => tracing::warn!(error = %e, "sandbox warm-up failed"),
-                }
-            });
-        }
         let protocol_reasoner = build_protocol_reasoner(settings)?;
         let provider = Arc::new(Provider::new(
             store.clone(),
             capabilities.clone(),
             protocol_reasoner,
             reasoner.clone(),
-            sandbox,
+            sandbox.clone(),
             settings.negotiation,
         ));
         let (listener, addr) = listen(settings.listen).await?;
         let (upload_listener, upload_addr) = listen(settings.upload_listen).await?;
+        let readiness = Arc::new(Readiness::new(
+            if settings.sandbox.warm_up {
+                Sandbox::Warming
+            } else {
+                Sandbox::Off
+            },
+            match settings.reasoner {
+                ReasonerKind::Builtin => ModelEndpoint::None,
+                ReasonerKind::Openai => ModelEndpoint::Probing,
+            },
+        ));
+        if settings.sandbox.warm_up {
+            spawn_warm_up(sandbox, readiness.clone());
+        }
+        if settings.reasoner == ReasonerKind::Openai {
+            let (openai, readiness) = (settings.openai.clone(), readiness.clone());
+            tokio::spawn(async move {
+                readiness.set_model(model_endpoint::probe(&openai).await);
+            });
+        }
         let agent = Agent::new(
             store,
             reasoner,
@@ -201,7 +235,7 @@ impl Bound {
             },
         );
         Ok(Bound {
-            state: AppState::new(Arc::new(agent), settings.limits.clone()),
+            state: AppState::new(Arc::new(agent), settings.limits.clone(), readiness),
             listener,
             upload_listener,
             addr,
@@ -233,6 +267,23 @@ impl Bound {
     }
 }
 
+/// Compiles the guest runtimes off the async workers, and reports to `readiness` when done.
+fn spawn_warm_up(sandbox: Arc<parley_sandbox::Sandbox>, readiness: Arc<Readiness>) {
+    tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        match sandbox.warm_up() {
+            Ok(()) => {
+                tracing::info!(elapsed = ?started.elapsed(), "sandbox warmed up");
+                readiness.set_sandbox(Sandbox::Warm);
+            }
+            Err(e) => {
+                tracing::error!(error = %crate::error::chain(&e), "sandbox warm-up failed: protocol handlers cannot run");
+                readiness.set_sandbox(Sandbox::Failed);
+            }
+        }
+    });
+}
+
 /// A listener bound to `addr`, and the address it got (the port the OS chose for port 0).
 async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
     let failed = |source| StartupError::Listen { addr, source };
@@ -260,5 +311,26 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_targets_are_logged_without_their_secrets() {
+        assert_eq!(
+            redacted("postgres://parley:s3cret@db.internal:5432/parley?password=x"),
+            "postgres://parley:***@db.internal:5432/parley"
+        );
+        assert_eq!(
+            redacted("postgres://parley@127.0.0.1/parley"),
+            "postgres://parley@127.0.0.1/parley"
+        );
+        assert_eq!(
+            redacted("sqlite:///var/lib/parley/parley.db"),
+            "sqlite:///var/lib/parley/parley.db"
+        );
     }
 }

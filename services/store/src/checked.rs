@@ -136,6 +136,15 @@ impl<S: Store> Store for Checked<S> {
         self.0.get_protocol(protocol_hash).await
     }
 
+    async fn protocols_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        hash_prefix("protocol hash prefix", prefix)?;
+        self.0.protocols_with_prefix(prefix, limit).await
+    }
+
     async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError> {
         name("peer", &new.peer)?;
         if let Some(url) = &new.peer_url {
@@ -330,6 +339,21 @@ fn hash(what: &str, value: &str) -> Result<(), StoreError> {
     } else {
         Err(StoreError::Invalid(format!(
             "{what} must be 64 lower-case hex digits (a SHA-256)"
+        )))
+    }
+}
+
+/// The start of a hash: 1 to 64 lower-case hex digits (so it holds no `LIKE` wildcard).
+fn hash_prefix(what: &str, value: &str) -> Result<(), StoreError> {
+    let well_formed = (1..=64).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if well_formed {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "{what} must be 1 to 64 lower-case hex digits"
         )))
     }
 }

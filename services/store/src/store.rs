@@ -120,6 +120,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     async fn get_protocol(&self, hash: &str) -> Result<Option<Protocol>, StoreError>;
 
+    /// Hashes of the stored protocols that begin with `prefix` (1 to 64 lower-case hex digits),
+    /// in order, at most `limit` (capped at [`MAX_PAGE`]): how a short hash is resolved, as git
+    /// resolves an abbreviated object name.
+    async fn protocols_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// Records (or renews) that `peer` agreed a stored protocol with us in `role`.
     async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError>;
 

@@ -205,6 +205,11 @@ pub enum Step {
     },
     /// The peer declined our error report; the protocol stays agreed.
     FixDeclined { reason: String },
+    /// The peer accepted our error report: the error was its own (for a requester's report on a
+    /// provider's answers, the requester's expectation). The peer regenerates and sends
+    /// `codeGeneration` again; a side whose own code generation waited on the report calls
+    /// `code_generated` now.
+    FixAccepted { description: String },
     /// A natural-language negotiation message; it does not change the session. Answer a
     /// `REQUEST` with a `RESPONSE` carrying the same `messageId` if you wish.
     Converse(NaturalLanguageNegotiation),
@@ -368,6 +373,37 @@ mod tests {
             panic!("expected a protocolNegotiation");
         };
         assert_eq!((m.sequence_id, m.status), (1, MetaStatus::Accepted));
+    }
+
+    #[test]
+    fn a_report_the_peer_accepts_lets_the_reporter_finish_its_code_generation() {
+        // The provider's answers differ from the requester's expectations: it reports that
+        // instead of finishing code generation; the requester accepts; the provider finishes.
+        let mut p = ProviderSession::new(SessionConfig::default());
+        let Step::Evaluate { hash, .. } = p.receive(proposal(0, "P")) else {
+            panic!("expected Evaluate");
+        };
+        assert!(matches!(
+            p.evaluated(&hash, Verdict::Accept),
+            Step::Accepted { .. }
+        ));
+        assert!(matches!(
+            p.report_error("expectations differ"),
+            Step::Send(_)
+        ));
+        let generated =
+            MetaMessage::code_generation(crate::messages::CodeGenerationStatus::Generated);
+        assert_eq!(p.receive(generated.clone()), Step::Wait);
+        let accepted =
+            MetaMessage::fix_error_negotiation("expectations differ", MetaStatus::Accepted);
+        assert_eq!(
+            p.receive(accepted),
+            Step::FixAccepted {
+                description: "expectations differ".into()
+            }
+        );
+        assert!(matches!(p.code_generated(Ok(())), Step::Send(_)));
+        assert!(matches!(p.receive(generated), Step::Ready { .. }));
     }
 
     #[test]

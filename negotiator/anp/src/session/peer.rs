@@ -274,7 +274,9 @@ impl Core {
                     _ => true,
                 };
                 self.phase = SessionPhase::Generating { local, peer: false };
-                Step::Wait
+                Step::FixAccepted {
+                    description: m.error_description,
+                }
             }
             MetaStatus::Rejected => {
                 if !self.after.fix_outstanding {

@@ -201,6 +201,7 @@ impl Reasoner for OpenAiReasoner {
                     text,
                     capability_calls,
                     model_calls,
+                    failure: None,
                 });
             }
             let limit = self.chat.config().max_tool_rounds;

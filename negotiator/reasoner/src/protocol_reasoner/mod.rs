@@ -12,6 +12,9 @@
 //! | [`OpenAiProtocolReasoner`] | `openai` | one JSON-mode model request per operation |
 //! | [`HybridProtocolReasoner`] | `hybrid` | the built-in backend first, the model only where it cannot decide |
 //!
+//! As a requester, [`ProtocolReasoner::review_fix`] decides on a provider's error report within
+//! the guard rails of [`parley_anp::fix`].
+//!
 //! # Invariants
 //! - A backend failure is an `Err`, never an empty proposal or handler.
 //! - Every accept carries a [`Mapping`] naming a declared capability, and every handler grants
@@ -31,8 +34,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
+use parley_anp::fix::Correction;
 use parley_anp::protocol::{ProtocolDoc, ProtocolError};
-use parley_anp::session::Verdict;
+use parley_anp::session::{FixVerdict, Verdict};
 use parley_mapping::Mapping;
 
 pub use builtin::BuiltinProtocolReasoner;
@@ -213,6 +217,21 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
         doc: &ProtocolDoc,
         test_cases: &str,
     ) -> Result<Verdict, ProtocolReasonerError>;
+
+    /// As a requester: whether to accept a provider's `fixErrorNegotiation` report
+    /// (`description`), which says the expectations `corrections` of `doc`'s test cases are wrong.
+    /// Asked only once the guard rails ([`parley_anp::review_fix`]) found every correction
+    /// acceptable, so a backend can narrow what they allow and never widen it. The built-in
+    /// backend (and the hybrid, where the built-in backend decides) accepts what they allow.
+    async fn review_fix(
+        &self,
+        doc: &ProtocolDoc,
+        description: &str,
+        corrections: &[Correction],
+    ) -> Result<FixVerdict, ProtocolReasonerError> {
+        let _ = (doc, description, corrections);
+        Ok(FixVerdict::Fix)
+    }
 }
 
 /// Runs one backend's evaluation of `doc` in a `reasoner.evaluate` span: the backend, the

@@ -3,6 +3,21 @@
 //! local store, and calls agreed protocols — 0-RTT when the provider already knows the hash,
 //! renegotiating on its own when it does not. The negotiation itself runs over any
 //! [`MetaChannel`]; [`Requester::call`] and [`ask_in_natural_language`] speak NLIP.
+//!
+//! [`Requester::request`] (module `request`) is the whole decision a requester takes for one
+//! request: the agreed protocol when there is one, a negotiation first when there is not, and
+//! natural language when no protocol can be agreed.
+//!
+//! A provider's `fixErrorNegotiation` (its answers are right, our test expectation wrong) is
+//! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
+//! not know may be corrected, statuses, structure and its own values may not. A configured
+//! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
+
+mod counter;
+mod request;
+
+pub use counter::judge_counter;
+pub use request::{FallbackReason, ProtocolRef, Requested, ask_in_natural_language};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,10 +25,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use parley_anp::{
-    MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash, RequesterSession, SessionConfig,
-    Step, Verdict,
+    FixReview, FixVerdict, MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash,
+    RequesterSession, SessionConfig, Step, Verdict,
 };
 use parley_nlip::{ErrorInfo, Message};
+use parley_reasoner::ProtocolReasoner;
 use parley_store::{
     Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, NewConversation,
     NewNegotiation, Role, Store,
@@ -42,6 +58,25 @@ pub enum RequesterError {
     Stalled,
     #[error("protocol {0} is not in the local store; negotiate it first")]
     UnknownLocally(String),
+    #[error("{prefix} names more than one protocol in the local store: {}", .candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("the provider rejected protocol {hash} ({code}): {reason}")]
+    Rejected {
+        hash: String,
+        code: String,
+        reason: String,
+    },
+    #[error("no protocol could be agreed with the peer ({0}), and natural language is not allowed")]
+    NoAgreement(FallbackReason),
+    #[error("{0:?} is not a protocol hash or the start of one (hex digits)")]
+    NotAHash(String),
+    #[error("the provider no longer knew the protocol, and negotiating it again failed")]
+    Renegotiation(#[source] Box<RequesterError>),
+    #[error("the requester's reasoner failed")]
+    Reasoner(#[source] parley_reasoner::ProtocolReasonerError),
     #[error("the peer's answer does not follow the protocol: {0}")]
     InvalidAnswer(String),
     #[error("the request does not follow the protocol, so it was not sent: {0}")]
@@ -83,6 +118,9 @@ pub struct Progress {
 pub struct Requester {
     pub store: Arc<dyn Store>,
     pub max_rounds: u32,
+    /// Reviews a provider's error report once the guard rails allowed it (and may only decline
+    /// it); without one, what the guard rails allow is accepted.
+    pub reviewer: Option<Arc<dyn ProtocolReasoner>>,
 }
 
 /// How the requester's negotiation reaches the provider: one framing of the meta-protocol
@@ -184,6 +222,28 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
         }
     }
 
+    /// The provider says its answers are right and our test expectations wrong: accepted only
+    /// within the guard rails, and then only when the reviewer (if any) agrees.
+    async fn review_fix(&self, description: &str) -> Result<FixVerdict, RequesterError> {
+        let agreed = self.session.agreed().map(|(_, text)| text.to_owned());
+        let Some(doc) = agreed.and_then(|text| ProtocolDoc::parse(text).ok()) else {
+            return Ok(FixVerdict::Decline {
+                reason: "no protocol is agreed".into(),
+            });
+        };
+        let review = parley_anp::review_fix(&doc, description);
+        let FixReview::Acceptable { corrections } = &review else {
+            return Ok(review.verdict());
+        };
+        let Some(reviewer) = &self.requester.reviewer else {
+            return Ok(FixVerdict::Fix);
+        };
+        reviewer
+            .review_fix(&doc, description, corrections)
+            .await
+            .map_err(RequesterError::Reasoner)
+    }
+
     fn report(&mut self, stage: &'static str) {
         let round = self.session.rounds();
         (self.progress)(Progress { stage, round });
@@ -206,6 +266,7 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             Step::Wait
             | Step::TestCasesRejected { .. }
             | Step::FixDeclined { .. }
+            | Step::FixAccepted { .. }
             | Step::Converse(_) => Next::Peer,
             Step::Evaluate { text, hash } => {
                 self.report("evaluating counter-proposal");
@@ -248,10 +309,9 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 Next::Peer
             }
             Step::FixError { description } => {
-                // The provider says our expectation is wrong; we hold to the agreed text.
-                Next::step(self.session.fix_evaluated(parley_anp::FixVerdict::Decline {
-                    reason: format!("the requester keeps its expectation: {description}"),
-                }))
+                self.report("reviewing the provider's error report");
+                let verdict = self.review_fix(&description).await?;
+                Next::step(self.session.fix_evaluated(verdict))
             }
             Step::Regenerate { send, .. } => {
                 self.outbox.extend(send);
@@ -262,6 +322,15 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
 }
 
 impl Requester {
+    /// A requester over `store`: at most 10 proposals per negotiation, no reviewer.
+    pub fn new(store: Arc<dyn Store>) -> Requester {
+        Requester {
+            store,
+            max_rounds: 10,
+            reviewer: None,
+        }
+    }
+
     /// Negotiates `text` with the provider at `url` (0-RTT when it already knows the hash)
     /// and records the outcome locally.
     pub async fn negotiate(
@@ -283,8 +352,9 @@ impl Requester {
         capabilities: &[String],
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let mut link = NlipLink::connect(url).await?;
-        self.negotiate_over(&mut link, url, text, capabilities, progress)
+        let peer = peer_key(url)?;
+        let mut link = NlipLink::connect(&peer).await?;
+        self.negotiate_over(&mut link, &peer, text, capabilities, progress)
             .await
     }
 
@@ -437,11 +507,15 @@ impl Requester {
         let mut renegotiated = None;
         let mut reply = client.send(&message).await?.message;
         if ErrorInfo::from_message(&reply).is_some_and(|e| e.code == "unknown_protocol") {
-            let n = self.negotiate(url, &protocol.text, |_| {}).await?;
+            let n = self
+                .negotiate(url, &protocol.text, |_| {})
+                .await
+                .map_err(|e| RequesterError::Renegotiation(Box::new(e)))?;
             if let Outcome::Rejected { code, reason } = &n.outcome {
-                return Err(RequesterError::Peer {
+                return Err(RequesterError::Rejected {
+                    hash: hash.to_string(),
                     code: code.clone(),
-                    message: reason.clone(),
+                    reason: reason.clone(),
                 });
             }
             renegotiated = Some(n);
@@ -467,6 +541,12 @@ impl Requester {
     }
 }
 
+/// How the local store names the peer at `url`: its NLIP end-point, so `http://host:8080`
+/// and `http://host:8080/nlip` are one peer.
+fn peer_key(url: &str) -> Result<String, RequesterError> {
+    Ok(crate::client::endpoint(url)?.to_string())
+}
+
 /// The hello exchange: announces `capabilities` and offers `hash` for reuse; returns the
 /// protocol the provider selected, if any. A peer that does not answer the hello does not speak
 /// the meta-protocol.
@@ -490,30 +570,6 @@ async fn hello<C: MetaChannel>(
         .ok_or(RequesterError::NotSupported)
 }
 
-/// The natural-language fallback for peers without the meta-protocol: the protocol's
-/// requirements (or the whole text) as a plain NLIP text message; returns the peer's text.
-pub async fn ask_in_natural_language(url: &str, protocol: &str) -> Result<String, RequesterError> {
-    let text = ProtocolDoc::parse(protocol)
-        .ok()
-        .and_then(|d| d.sections().requirements.clone())
-        .unwrap_or_else(|| protocol.to_owned());
-    let mut client = NlipClient::connect(url, false).await?;
-    let reply = client
-        .send(&Message::text(parley_nlip::DEFAULT_LANGUAGE, text))
-        .await?
-        .message;
-    if let Some(err) = ErrorInfo::from_message(&reply) {
-        return Err(RequesterError::Peer {
-            code: err.code,
-            message: err.message,
-        });
-    }
-    Ok(reply
-        .text_content()
-        .map(str::to_owned)
-        .unwrap_or_else(|| parley_nlip::to_json_value(&reply).to_string()))
-}
-
 /// The answer of [`Requester::call`].
 #[derive(Debug, Clone)]
 pub struct Called {
@@ -521,57 +577,4 @@ pub struct Called {
     /// Set when the provider had forgotten the protocol and it was negotiated again.
     pub renegotiated: Option<Negotiated>,
     pub reply: Message,
-}
-
-/// The requester's deterministic judgement of a counter-proposal: acceptable when it still
-/// takes requests we can build (its required request fields are fields we proposed) and
-/// still answers every response field we asked for.
-pub fn judge_counter(ours: &ProtocolDoc, proposal: &str) -> Verdict {
-    let theirs = match ProtocolDoc::parse(proposal) {
-        Ok(d) => d,
-        Err(e) => {
-            return Verdict::Reject {
-                reason: format!("the counter-proposal is not a usable protocol: {e}"),
-            };
-        }
-    };
-    let props = |schema: &Value| -> Vec<String> {
-        schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default()
-    };
-    let required = |schema: &Value| -> Vec<String> {
-        schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let our_request = props(ours.request_schema());
-    let missing_request: Vec<_> = required(theirs.request_schema())
-        .into_iter()
-        .filter(|f| !our_request.contains(f))
-        .collect();
-    let their_response = props(theirs.response_schema());
-    let missing_response: Vec<_> = props(ours.response_schema())
-        .into_iter()
-        .filter(|f| !their_response.contains(f))
-        .collect();
-    if missing_request.is_empty() && missing_response.is_empty() {
-        Verdict::Accept
-    } else {
-        Verdict::Reject {
-            reason: format!(
-                "the counter-proposal needs request fields we cannot supply ({}) or drops response fields we need ({})",
-                missing_request.join(", "),
-                missing_response.join(", ")
-            ),
-        }
-    }
 }

@@ -1,11 +1,10 @@
 //! `POST /nlip` (ECMA-431): one NLIP message in, one out, JSON or CBOR; and the small HTTP
-//! end-points beside it (health, metrics, the NLIP-shaped 404 and 405).
+//! end-points beside it (metrics, the NLIP-shaped 404 and 405).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt as _;
@@ -176,28 +175,6 @@ where
     match std::panic::AssertUnwindSafe(exchange).catch_unwind().await {
         Ok(response) => response,
         Err(_) => error_response(Encoding::Json, panicked()),
-    }
-}
-
-pub(super) async fn health(State(state): State<AppState>) -> Response {
-    match state.agent.ping_store().await {
-        Ok(()) => (
-            StatusCode::OK,
-            axum::Json(serde_json::json!({
-                "status": "ok",
-                "store": state.agent.backends().store,
-                "reasoner": state.agent.backends().reasoner,
-            })),
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "health check: store unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(serde_json::json!({"status": "unavailable", "store": "unreachable"})),
-            )
-                .into_response()
-        }
     }
 }
 

@@ -172,6 +172,18 @@ impl crate::Store for SqlStore {
         traced(span!("store.get_protocol"), protocols::get(self, hash)).await
     }
 
+    async fn protocols_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        traced(
+            span!("store.protocols_with_prefix"),
+            protocols::with_prefix(self, prefix, limit),
+        )
+        .await
+    }
+
     async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError> {
         traced(
             span!("store.record_agreement"),

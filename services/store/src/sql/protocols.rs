@@ -42,6 +42,23 @@ pub(super) async fn get(store: &SqlStore, hash: &str) -> Result<Option<Protocol>
     Ok(row.map(Into::into))
 }
 
+/// `prefix` is lower-case hex (checked), so it holds no `LIKE` wildcard; hashes are stored in
+/// lower case, so SQLite's case-insensitive `LIKE` and PostgreSQL's agree.
+pub(super) async fn with_prefix(
+    store: &SqlStore,
+    prefix: &str,
+    limit: u32,
+) -> Result<Vec<String>, SqlError> {
+    let hashes = sqlx::query_scalar::<_, String>(
+        "SELECT hash FROM protocols WHERE hash LIKE $1 ORDER BY hash LIMIT $2",
+    )
+    .bind(format!("{prefix}%"))
+    .bind(page_limit(limit))
+    .fetch_all(&store.pool)
+    .await?;
+    Ok(hashes)
+}
+
 pub(super) async fn record_agreement(
     store: &SqlStore,
     new: NewAgreement,

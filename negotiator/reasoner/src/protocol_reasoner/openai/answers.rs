@@ -2,7 +2,7 @@
 //! [`ModelAnswerError`] saying why it cannot be used (see the parent module's table).
 
 use parley_anp::protocol::{ProtocolDoc, parse_test_cases};
-use parley_anp::session::Verdict;
+use parley_anp::session::{FixVerdict, Verdict};
 use parley_mapping::{Mapping, StatusCodes};
 use serde_json::{Map, Value};
 
@@ -324,6 +324,22 @@ pub(super) fn validate_test_cases_verdict(
     }
 }
 
+/// The model's review of a provider's corrections: accept or decline (with its reason).
+pub(super) fn validate_fix_review(
+    object: &Map<String, Value>,
+) -> Result<FixVerdict, ModelAnswerError> {
+    match decision(object)? {
+        Decision::Accept => Ok(FixVerdict::Fix),
+        Decision::Reject => Ok(FixVerdict::Decline {
+            reason: req_str(object, "reason")?.to_owned(),
+        }),
+        Decision::Counter => Err(ModelAnswerError::InvalidField {
+            field: "decision",
+            message: "a correction is accepted or rejected, not countered".into(),
+        }),
+    }
+}
+
 /// The drafted protocol text, once it parses as a protocol document.
 pub(super) fn validate_draft(object: &Map<String, Value>) -> Result<String, ModelAnswerError> {
     let text = req_str(object, "protocol")?;
@@ -361,5 +377,24 @@ mod tests {
         assert!(!defines_handle("const handle = (r) => r;"));
         assert!(!defines_handle("functionhandle(r) {}"));
         assert!(!defines_handle(""));
+    }
+
+    #[test]
+    fn a_fix_review_accepts_or_declines_with_a_reason() {
+        let review = |text: &str| {
+            validate_fix_review(&json_object(text).expect("an object")).map_err(|e| e.code())
+        };
+        assert_eq!(
+            review(r#"{"decision": "accept", "reason": "real data"}"#),
+            Ok(FixVerdict::Fix)
+        );
+        assert_eq!(
+            review(r#"{"decision": "reject", "reason": "we need EUR"}"#),
+            Ok(FixVerdict::Decline {
+                reason: "we need EUR".into()
+            })
+        );
+        assert!(review(r#"{"decision": "reject"}"#).is_err());
+        assert!(review(r#"{"decision": "counter", "reason": "x"}"#).is_err());
     }
 }

@@ -27,6 +27,7 @@
 //! | generate / fix | `{"source": "<JavaScript>", "grants": ["capName", ...]}` |
 //! | draft | `{"protocol": "<markdown>"}` |
 //! | test cases | `{"decision": ..., "reason", "testCases"?: [...], "modificationSummary"?}` |
+//! | review a fix (as requester) | `{"decision": "accept"\|"reject", "reason"}` |
 //!
 //! Every answer is validated before it is used, and anything unusable is a typed error
 //! ([`ModelAnswerError`], wrapped in [`ProtocolReasonerError::ModelAnswer`]; transport
@@ -55,15 +56,17 @@ use std::time::Instant;
 
 use async_openai::types::chat::{CreateChatCompletionRequest, ResponseFormat};
 use async_trait::async_trait;
+use parley_anp::fix::Correction;
 use parley_anp::protocol::{ProtocolDoc, parse_test_cases};
-use parley_anp::session::Verdict;
+use parley_anp::session::{FixVerdict, Verdict};
 use parley_mapping::Mapping;
 use serde_json::{Map, Value};
 
 pub use answers::ModelAnswerError;
 
 use self::answers::{
-    json_object, validate_draft, validate_evaluation, validate_handler, validate_test_cases_verdict,
+    json_object, validate_draft, validate_evaluation, validate_fix_review, validate_handler,
+    validate_test_cases_verdict,
 };
 use self::prompts::Prompt;
 use super::{
@@ -285,5 +288,18 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
             .ask_json(ModelPurpose::EvaluateTestCases, prompt)
             .await?;
         Ok(validate_test_cases_verdict(&answer)?)
+    }
+
+    /// One call; only the corrections the guard rails allowed reach the model, and its answer
+    /// can only decline them.
+    async fn review_fix(
+        &self,
+        doc: &ProtocolDoc,
+        description: &str,
+        corrections: &[Correction],
+    ) -> Result<FixVerdict, ProtocolReasonerError> {
+        let prompt = prompts::review_fix(doc, description, corrections);
+        let answer = self.ask_json(ModelPurpose::ReviewFix, prompt).await?;
+        Ok(validate_fix_review(&answer)?)
     }
 }

@@ -79,6 +79,16 @@ Answer with one JSON object and nothing else: {\"decision\": \"accept\" | \"coun
 cases; counter only>], \"modificationSummary\": \"<what changed; counter only>\"}. Test cases \
 are objects {\"name\", \"description\", \"request\", \"expectedResponse\", \"fixtures\"}.";
 
+const REVIEW_FIX_SYSTEM: &str = "You act for the requester of an agreed application protocol \
+(ANP meta-protocol). The provider ran the protocol's test cases, and its answers differ from \
+some of the requester's expected values; it says the expectations are wrong. The differences \
+listed were already checked to be data values only (no status, no structure, nothing the \
+requester sent or stated). Accept when the provider's values are plausibly the real data the \
+requester could not know (a product's real name, price or date); reject when accepting would \
+change what the requester needs.\n\
+Answer with one JSON object and nothing else: {\"decision\": \"accept\" | \"reject\", \
+\"reason\": \"one or two sentences\"}.";
+
 fn capabilities_json(capabilities: &[DeclaredCapability]) -> String {
     serde_json::to_string_pretty(capabilities).unwrap_or_else(|_| "[]".into())
 }
@@ -165,6 +175,22 @@ pub(super) fn test_cases(doc: &ProtocolDoc, test_cases: &str) -> Prompt {
         user: format!(
             "The agreed protocol:\n<protocol>\n{}\n</protocol>\n\nThe proposed test cases:\n<test-cases>\n{test_cases}\n</test-cases>",
             doc.text()
+        ),
+    }
+}
+
+/// Accept or decline a provider's corrections of the requester's test expectations.
+pub(super) fn review_fix(
+    doc: &ProtocolDoc,
+    description: &str,
+    corrections: &[parley_anp::fix::Correction],
+) -> Prompt {
+    Prompt {
+        system: REVIEW_FIX_SYSTEM.to_owned(),
+        user: format!(
+            "The agreed protocol:\n<protocol>\n{}\n</protocol>\n\nThe provider's report:\n<report>\n{description}\n</report>\n\nThe differences (JSON):\n{}",
+            doc.text(),
+            serde_json::to_string_pretty(corrections).unwrap_or_else(|_| "[]".into())
         ),
     }
 }

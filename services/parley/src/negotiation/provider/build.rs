@@ -9,7 +9,7 @@ use parley_store::NewHandler;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::state::Negotiation;
+use super::state::{Disputed, Negotiation};
 use super::{Provider, reasoner_error};
 use crate::error::ApiError;
 use crate::metrics;
@@ -112,18 +112,9 @@ impl Provider {
                 return Ok(Built::Verified);
             }
             let failure = report.failure_description();
-            // Schema-valid answers that differ only from the expectations point at the
-            // expectations, once our own fixes are exhausted.
-            let give_up = |failure: String| {
-                if expectation_only(&report) {
-                    Built::PeerExpectation(failure)
-                } else {
-                    Built::Failed(failure)
-                }
-            };
             attempt += 1;
             if attempt > self.limits.fix_attempts {
-                return Ok(give_up(failure));
+                return Ok(give_up(negotiation, generated, report, failure));
             }
             metrics::reasoner_call(self.reasoner.backend(), "fix");
             generated = match self
@@ -134,7 +125,7 @@ impl Provider {
                 Ok(g) => g,
                 Err(e) if e.is_backend_failure() => return Err(reasoner_error(e)),
                 // The backend has nothing better: the failure stands.
-                Err(_) => return Ok(give_up(failure)),
+                Err(_) => return Ok(give_up(negotiation, generated, report, failure)),
             };
         }
     }
@@ -225,6 +216,51 @@ impl Provider {
         Ok(Some(compiled.clone()))
     }
 
+    /// The peer accepted the disputed handler's answers in place of its test expectations: that
+    /// handler becomes the verified candidate, its record holding the verification and the
+    /// report the peer accepted. `Ok(Err(why))` when there is nothing to accept.
+    pub(super) async fn accept_disputed(
+        &self,
+        negotiation: &mut Negotiation,
+    ) -> Result<Result<(), String>, ApiError> {
+        let Some(Disputed {
+            handler: mut generated,
+            report,
+        }) = negotiation.disputed.take()
+        else {
+            return Ok(Err("no handler was disputed".into()));
+        };
+        let Some(doc) = negotiation
+            .session
+            .agreed()
+            .and_then(|(_, text)| ProtocolDoc::parse(text).ok())
+        else {
+            return Ok(Err("no protocol is agreed".into()));
+        };
+        let candidate = self
+            .store
+            .insert_handler_candidate(NewHandler {
+                protocol_hash: doc.hash().to_string(),
+                source: generated.source.clone(),
+                backend: self.reasoner.backend().to_owned(),
+                capabilities: generated.grants.clone(),
+            })
+            .await?;
+        let record = json!({
+            "cases": report.cases,
+            "acceptedByPeer": report.failure_description(),
+        });
+        self.store
+            .record_handler_verification(candidate.id, true, &record)
+            .await?;
+        generated.compiled = self
+            .check_compiled(&doc, &generated, &report, candidate.id)
+            .await?;
+        negotiation.handler_id = Some(candidate.id);
+        negotiation.handler = Some(generated);
+        Ok(Ok(()))
+    }
+
     /// Regenerates the handler of the agreed protocol from a failure description.
     pub(super) async fn rebuild(
         &self,
@@ -286,6 +322,23 @@ impl Provider {
             )
             .await
             .map_err(|e| e.to_string())
+    }
+}
+
+/// How a verification that still fails once our own fixes are exhausted ends: schema-valid
+/// answers that differ only from the expectations point at the expectations, so the handler is
+/// kept, disputed, while the peer is asked; anything else is our failure.
+fn give_up(
+    negotiation: &mut Negotiation,
+    handler: GeneratedHandler,
+    report: VerificationReport,
+    failure: String,
+) -> Built {
+    if expectation_only(&report) {
+        negotiation.disputed = Some(Disputed { handler, report });
+        Built::PeerExpectation(failure)
+    } else {
+        Built::Failed(failure)
     }
 }
 

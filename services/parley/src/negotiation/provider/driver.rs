@@ -129,6 +129,7 @@ impl Provider {
                     peer: peer.to_owned(),
                 })
                 .await?;
+            tracing::info!(negotiation = %record.id, peer, "negotiation started");
             state.negotiation = Some(Negotiation {
                 negotiation_id: record.id,
                 session: ProviderSession::new(SessionConfig {
@@ -137,6 +138,8 @@ impl Provider {
                 handler_id: None,
                 handler: None,
                 meter: UsageMeter::new(),
+                disputed: None,
+                proposed: None,
             });
         }
         turn.peer_fixes_errors =
@@ -176,12 +179,14 @@ impl Provider {
                 Step::FixDeclined { reason } => {
                     // The peer keeps expectations our verified answers do not meet: no
                     // handler can be activated for this protocol.
+                    negotiation.disputed = None;
                     turn.summary
                         .push(format!("The peer keeps its test expectations: {reason}"));
                     let why = format!("test expectations not met: {reason}");
                     negotiation.session.code_generated(Err(why))
                 }
                 Step::Evaluate { text, hash } => {
+                    negotiation.proposed = Some(hash);
                     let verdict = self.evaluate(&text, &negotiation.meter, turn).await?;
                     turn.summary.push(evaluated(&hash, &verdict));
                     negotiation.session.evaluated(&hash, verdict)
@@ -222,6 +227,16 @@ impl Provider {
                         }
                     };
                     negotiation.session.fix_evaluated(verdict)
+                }
+                // An error report of ours on the peer's messages: nothing waits on it.
+                Step::FixAccepted { .. } if negotiation.disputed.is_none() => return Ok(()),
+                Step::FixAccepted { .. } => {
+                    let result = self.accept_disputed(negotiation).await?;
+                    turn.summary.push(
+                        "The peer accepted the handler's answers in place of its test expectations."
+                            .to_owned(),
+                    );
+                    negotiation.session.code_generated(result)
                 }
                 Step::Regenerate { description, send } => {
                     turn.outbox.extend(send);
@@ -308,9 +323,17 @@ impl Provider {
                 history: Vec::new(),
             })
             .await
-            .map_err(|e| ApiError::Reasoner {
-                code: e.code().to_owned(),
-                message: e.to_string(),
+            .map_err(|e| {
+                tracing::warn!(
+                    backend = self.nl.backend(),
+                    code = e.code(),
+                    error = %crate::error::chain(&e),
+                    "the reasoner could not answer a naturalLanguageNegotiation request"
+                );
+                ApiError::Reasoner {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                }
             })?;
         metrics::reasoner_call(self.nl.backend(), "answer");
         Ok(MetaMessage::natural_language(

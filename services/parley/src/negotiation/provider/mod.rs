@@ -99,6 +99,11 @@ impl Provider {
 /// Failures of the model itself (unreachable, or an unusable answer) go to the caller as
 /// errors; they are never turned into a proposal or a failed code generation for the peer.
 fn reasoner_error(e: parley_reasoner::ProtocolReasonerError) -> ApiError {
+    tracing::warn!(
+        code = e.code(),
+        error = %crate::error::chain(&e),
+        "the protocol reasoner failed"
+    );
     ApiError::Reasoner {
         code: e.code().to_owned(),
         message: e.to_string(),

@@ -125,9 +125,36 @@ impl Provider {
             .finish_negotiation(negotiation.negotiation_id, outcome)
             .await
         {
+            Ok(record) => {
+                log_end(&record, negotiation);
+                Ok(())
+            }
             // A negotiation already finished (a rule break after agreement) stays as recorded.
-            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(StoreError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The operator's line for a negotiation that ended: peer, the protocol's hash prefix (the
+/// agreed one, or the last one proposed), outcome, rounds, and the time since it started.
+fn log_end(record: &parley_store::Negotiation, negotiation: &Negotiation) {
+    let hash = record
+        .protocol_hash
+        .clone()
+        .or_else(|| negotiation.proposed.map(|h| h.to_string()))
+        .unwrap_or_default();
+    let elapsed_ms = record
+        .ended_at
+        .map_or(0, |end| (end - record.started_at).num_milliseconds().max(0));
+    tracing::info!(
+        negotiation = %record.id,
+        peer = %record.peer,
+        hash = hash.get(..12).unwrap_or(&hash),
+        outcome = record.status.as_str(),
+        reason = record.reason.as_deref().unwrap_or_default(),
+        rounds = record.rounds,
+        elapsed_ms,
+        "negotiation ended"
+    );
 }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use parley_anp::ProviderSession;
+use parley_anp::{ProtocolHash, ProviderSession, VerificationReport};
 use parley_reasoner::{GeneratedHandler, UsageMeter};
 use parley_store::{Direction, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,21 @@ pub(super) struct Negotiation {
     /// and the metrics when the turn's message has been handled, so it never outlives a turn.
     #[serde(skip)]
     pub meter: UsageMeter,
+    /// The hash of the last protocol the peer proposed, for the log line that ends a
+    /// negotiation without agreement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed: Option<ProtocolHash>,
+    /// A handler whose answers follow the protocol but not the peer's test expectations, kept
+    /// while the peer is asked about them through `fixErrorNegotiation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disputed: Option<Disputed>,
+}
+
+/// A handler the peer's expectations dispute, with the verification that showed it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Disputed {
+    pub handler: GeneratedHandler,
+    pub report: VerificationReport,
 }
 
 impl NegotiationState {
