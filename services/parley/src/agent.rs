@@ -15,7 +15,7 @@ use parley_anp::ProtocolHash;
 use parley_capabilities::{Capabilities, CapabilityError};
 use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
 use parley_reasoner::{DialogueTurn, NlAnswer, NlRequest, Reasoner};
-use parley_store::{Direction, NewConversation, Store, StoreError, Upload};
+use parley_store::{Direction, ModelUsageOwner, NewConversation, Store, StoreError, Upload};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -351,28 +351,29 @@ impl Agent {
             None => Vec::new(),
         };
         let backend = self.reasoner.backend();
-        let answer = self
-            .reasoner
+        let meter = parley_reasoner::UsageMeter::new();
+        let answer = parley_reasoner::metered(&self.reasoner, &meter)
             .answer(NlRequest {
                 text,
                 language: language.clone(),
                 history,
             })
-            .await
-            .map_err(|e| {
-                tracing::warn!(
-                    backend,
-                    code = e.code(),
-                    error = %crate::error::chain(&e),
-                    "the reasoner could not answer"
-                );
-                ApiError::Reasoner {
-                    code: e.code().to_owned(),
-                    message: e.to_string(),
-                }
-            })?;
+            .await;
+        let owner = conversation.map(|id| ModelUsageOwner::Conversation(id.to_owned()));
+        crate::model_usage::settle(self.store.as_ref(), owner, &meter).await;
+        let answer = answer.map_err(|e| {
+            tracing::warn!(
+                backend,
+                code = e.code(),
+                error = %crate::error::chain(&e),
+                "the reasoner could not answer"
+            );
+            ApiError::Reasoner {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            }
+        })?;
         crate::metrics::reasoner_call(backend, "answer");
-        crate::metrics::model_calls(answer.model_calls);
         answer_reply(language, answer)
     }
 

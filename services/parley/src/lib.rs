@@ -21,6 +21,8 @@
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
 //! - [`metrics`], [`telemetry`]: Prometheus counters; the tracing subscriber.
+//! - `model_usage`: what the language model cost, settled into the metrics and the store
+//!   (per conversation, per negotiation) once the work that spent it is done.
 //! - [`cli`]: the `parley` command line ([`cli::CliError`]); the binary only calls
 //!   [`cli::main`].
 //!
@@ -46,6 +48,7 @@ pub mod error;
 pub mod host;
 pub mod metrics;
 pub mod model_endpoint;
+mod model_usage;
 pub mod negotiation;
 pub mod server;
 pub mod startup;

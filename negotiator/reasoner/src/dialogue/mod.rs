@@ -22,6 +22,7 @@ mod builtin;
 mod openai;
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use parley_capabilities::CapabilityError;
@@ -32,6 +33,7 @@ pub use builtin::BuiltinReasoner;
 pub use openai::OpenAiReasoner;
 
 use crate::ReasonerError;
+use crate::usage::UsageMeter;
 
 /// Who said a [`DialogueTurn`] of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +130,15 @@ impl NlAnswer {
 pub trait Reasoner: Send + Sync + Debug {
     /// Short stable backend name: `"builtin"`, `"openai"`.
     fn backend(&self) -> &'static str;
+
+    /// A view of this backend that also counts every model call it makes in `meter` (see
+    /// [`crate::usage`]); it shares the backend's client, so making one per answer is cheap.
+    /// `None` for a backend that never calls a model: use it as it is
+    /// ([`crate::usage::metered`] does both).
+    fn metered(&self, meter: &UsageMeter) -> Option<Arc<dyn Reasoner>> {
+        let _ = meter;
+        None
+    }
 
     /// Answers a natural-language message, invoking capabilities as needed. An `Ok` answer
     /// always has non-empty text; anything the backend cannot produce is an `Err`.

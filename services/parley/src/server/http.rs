@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt as _;
@@ -187,8 +186,7 @@ pub(super) fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Resp
     error_response(Encoding::Json, panicked()).into_response()
 }
 
-pub(super) async fn metrics_text(State(state): State<AppState>) -> Response {
-    crate::metrics::protocol_model_calls(state.agent.provider().model_calls());
+pub(super) async fn metrics_text() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::metrics::render(),

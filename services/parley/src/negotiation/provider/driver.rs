@@ -5,7 +5,7 @@ use parley_anp::messages::NlMessageType;
 use parley_anp::{
     FixVerdict, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step, Verdict,
 };
-use parley_reasoner::Mapping;
+use parley_reasoner::{Mapping, UsageMeter};
 use parley_store::{Direction, NewNegotiation, Role};
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -137,6 +137,7 @@ impl Provider {
                 }),
                 handler_id: None,
                 handler: None,
+                meter: UsageMeter::new(),
                 disputed: None,
                 proposed: None,
             });
@@ -153,7 +154,10 @@ impl Provider {
             .append_transcript(negotiation.negotiation_id, Direction::Inbound, &value)
             .await?;
         let step = negotiation.session.receive_value(value);
-        self.drive(negotiation, step, turn, peer).await
+        let driven = self.drive(negotiation, step, turn, peer).await;
+        // Settled even when the turn failed: the model calls were made either way.
+        self.settle_usage(negotiation).await;
+        driven
     }
 
     /// Runs session steps until the session waits for the peer or ends.
@@ -183,7 +187,7 @@ impl Provider {
                 }
                 Step::Evaluate { text, hash } => {
                     negotiation.proposed = Some(hash);
-                    let verdict = self.evaluate(&text, turn).await?;
+                    let verdict = self.evaluate(&text, &negotiation.meter, turn).await?;
                     turn.summary.push(evaluated(&hash, &verdict));
                     negotiation.session.evaluated(&hash, verdict)
                 }
@@ -242,7 +246,8 @@ impl Provider {
                     negotiation.session.code_generated(result)
                 }
                 Step::Converse(nl) if nl.message_type == NlMessageType::Request => {
-                    turn.outbox.push(self.converse(&nl).await?);
+                    turn.outbox
+                        .push(self.converse(&nl, &negotiation.meter).await?);
                     return Ok(());
                 }
                 Step::Converse(_) => return Ok(()),
@@ -278,7 +283,12 @@ impl Provider {
 
     /// The reasoner's verdict on a proposal; a backend failure is an error for the caller,
     /// never an empty or default verdict.
-    async fn evaluate(&self, text: &str, turn: &mut Turn) -> Result<Verdict, ApiError> {
+    async fn evaluate(
+        &self,
+        text: &str,
+        meter: &UsageMeter,
+        turn: &mut Turn,
+    ) -> Result<Verdict, ApiError> {
         let doc = match parley_anp::ProtocolDoc::parse(text) {
             Ok(doc) => doc,
             Err(e) => {
@@ -289,7 +299,7 @@ impl Provider {
         };
         metrics::reasoner_call(self.reasoner.backend(), "evaluate");
         let evaluation = self
-            .reasoner
+            .protocol_reasoner(meter)
             .evaluate(&doc, &self.specs)
             .await
             .map_err(reasoner_error)?;
@@ -304,9 +314,9 @@ impl Provider {
     async fn converse(
         &self,
         nl: &parley_anp::messages::NaturalLanguageNegotiation,
+        meter: &UsageMeter,
     ) -> Result<MetaMessage, ApiError> {
-        let answer = self
-            .nl
+        let answer = parley_reasoner::metered(&self.nl, meter)
             .answer(parley_reasoner::NlRequest {
                 text: nl.message.clone(),
                 language: parley_nlip::DEFAULT_LANGUAGE.into(),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use parley_anp::{NegotiationError, ProtocolDoc, ProtocolHash};
 use parley_store::{
-    Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, Role, StoreError,
+    Direction, ModelUsageOwner, NegotiationOutcome, NegotiationStatus, NewAgreement, Role,
+    StoreError,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -81,6 +82,13 @@ impl Provider {
         );
         metrics::negotiation_outcome("accepted");
         Ok(())
+    }
+
+    /// What the negotiation's reasoning cost in the turn just handled: into the metrics and the
+    /// negotiation's record.
+    pub(super) async fn settle_usage(&self, negotiation: &Negotiation) {
+        let owner = ModelUsageOwner::Negotiation(negotiation.negotiation_id);
+        crate::model_usage::settle(self.store.as_ref(), Some(owner), &negotiation.meter).await;
     }
 
     /// The negotiation ended without agreement (or broke after it): record why.
