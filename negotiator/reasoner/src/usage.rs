@@ -238,7 +238,8 @@ mod tests {
                 "generate_handler",
                 "fix_handler",
                 "draft",
-                "evaluate_test_cases"
+                "evaluate_test_cases",
+                "review_fix"
             ]
         );
     }
