@@ -35,7 +35,8 @@
 //!   ambient authority.
 //! - `cache.rs`: the on-disk artifact cache; the only place with `unsafe`.
 //! - `guest/`, `mapping-guest/`: the runtime guests (their own cargo workspaces, built by
-//!   `scripts/setup-guest.sh`); `guest-abi/`: their shared side of the ABI.
+//!   `scripts/setup-guest.sh`); `guest-abi/`: their shared side of the ABI; `runtimes/`: the two
+//!   built runtimes with their sha256 files, committed, which the crate embeds.
 //!
 //! # Invariants
 //! - No wasmtime type appears in the public API; wasmtime errors are flattened into [`SandboxError`].
@@ -72,13 +73,18 @@ use crate::cache::ArtifactCache;
 use crate::engine::Ticker;
 use crate::runtime::{Image, Runtime, RuntimeState};
 
-/// The JavaScript runtime guest, embedded at build time (see `build.rs`).
-pub(crate) const RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_RUNTIME_WASM"));
-/// sha256 (hex) of the embedded JavaScript runtime, computed by `build.rs`; part of its cache key.
+/// The JavaScript runtime guest, committed under `sandbox/runtimes/` (built by
+/// `scripts/setup-guest.sh` from `sandbox/guest`).
+pub(crate) const RUNTIME_WASM: &[u8] = include_bytes!("../runtimes/parley-runtime.wasm");
+/// sha256 (hex) of the embedded JavaScript runtime, checked by `build.rs` against its committed
+/// hash; part of its cache key.
 pub const RUNTIME_SHA256: &str = env!("PARLEY_RUNTIME_SHA256");
-/// The mapping runtime guest, embedded at build time (see `build.rs`).
-pub(crate) const MAPPING_RUNTIME_WASM: &[u8] = include_bytes!(env!("PARLEY_MAPPING_RUNTIME_WASM"));
-/// sha256 (hex) of the embedded mapping runtime, computed by `build.rs`; part of its cache key.
+/// The mapping runtime guest, committed under `sandbox/runtimes/` (built by
+/// `scripts/setup-guest.sh` from `sandbox/mapping-guest`).
+pub(crate) const MAPPING_RUNTIME_WASM: &[u8] =
+    include_bytes!("../runtimes/parley-mapping-runtime.wasm");
+/// sha256 (hex) of the embedded mapping runtime, checked by `build.rs` against its committed
+/// hash; part of its cache key.
 pub const MAPPING_RUNTIME_SHA256: &str = env!("PARLEY_MAPPING_RUNTIME_SHA256");
 
 /// What a handler is written in, and so which runtime runs it. Both runtimes have the same ABI,
