@@ -6,7 +6,7 @@
 //! grants and error model and goes through the same split, images and pool; [`Dialect::Mapping`]
 //! picks it at publish (`sandbox/ABI.md`, *The mapping runtime*).
 //!
-//! What it buys, measured with the negotiation bench (`tests/benches/README.md`): the product
+//! What it buys, measured with the negotiation bench (`tests/benches/`): the product
 //! protocol's `Provider::application` 19 µs median against 47 µs through the JavaScript, and a
 //! 0-RTT call against a provider in its own process 1.62× (HTTP) and 1.78–1.83× (WebSocket) of a
 //! plain text message, where the JavaScript gave 1.81–1.88× and 2.21–2.48×. Handlers a language

@@ -2,7 +2,7 @@
 //! compiled functions, so that `perf record -p <pid>` and `perf report` show the guest's functions
 //! by their symbols instead of `[unknown]`. It buys no speed: it is how the figures behind the
 //! other pieces of this module were found (a call's time split between the guest's JSON parser and
-//! writer, the handler's own code, the reset and the host; `tests/benches/README.md`). The file
+//! writer, the handler's own code, the reset and the host; `sandbox/ABI.md`, *Performance*). The file
 //! grows with every module compiled or loaded, so it is off unless `perf_map = true`.
 
 use wasmtime::ProfilingStrategy;

@@ -2,13 +2,14 @@
 //! sandbox's own thread (`sandbox-reset`) in the idle scheduling class (`SCHED_IDLE` on Linux),
 //! instead of before the call returns. Dropping a call's `Store` resets its pool slot: every page
 //! the call dirtied is copied back from the handler's image, about a third of a small call's time
-//! (7.5–10 µs of a JavaScript call hot). Done where the answer had just woken the peer, it also
-//! delayed the peer, which the scheduler puts on the waker's core, and the worker's next request.
-//! Measured with the negotiation bench against a reset in a task right after the answer
-//! (`tests/benches/README.md`): a 0-RTT call over WebSocket with client and provider in one process
-//! 47–55 µs against 90 µs; under load (8 connections to a provider in its own process) 10–25 %
-//! more requests per second and less provider CPU per request; sequential calls to a provider in its
-//! own process unchanged. The idle class matters: a thread at nice 19 keeps its core for the rest of
+//! (7.5–10 µs of a JavaScript call hot). Measured with the negotiation bench (`tests/benches/`): a
+//! reset in a task after the answer takes 50–60 µs off a 0-RTT round trip over WebSocket against
+//! a reset before the call returns; but on the answering worker it still delays the peer the answer
+//! has just woken (the scheduler puts a woken reader on its waker's core) and the worker's next
+//! request, and this thread does better again: with client and provider in one process 47–55 µs
+//! against 90 µs; under load (8 connections to a provider in its own process) 10–25 % more
+//! requests per second at less provider CPU per request; sequential calls to a provider in its own
+//! process unchanged. The idle class matters: a thread at nice 19 keeps its core for the rest of
 //! its time slice after a worker wakes there, and raised the p99 under load by half.
 //!
 //! Switching it off: `deferred_reset = false` resets every instance before its call returns and
@@ -42,7 +43,8 @@ use crate::host::CallState;
 pub(crate) const RESET_INSTANCES: u32 = 1;
 
 /// How often the reset thread looks for finished instances while they keep coming. Measured
-/// against 100 µs, 1 ms and 5 ms with the negotiation bench; 250 µs gave the lowest round trips.
+/// against 100 µs, 1 ms and 5 ms with the negotiation bench: 250 µs gave the lowest 0-RTT/text
+/// ratios over WebSocket.
 pub(crate) const RESET_INTERVAL: Duration = Duration::from_micros(250);
 
 /// When a finished call's instance goes back to the pool.

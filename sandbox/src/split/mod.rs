@@ -373,7 +373,8 @@ impl Scan {
     }
 }
 
-/// Refuses a function that references data segments, which the code module no longer has.
+/// Refuses a function that references data segments: the code module has none (they move to
+/// the base image).
 fn check_code(body: &FunctionBody<'_>) -> Result<(), SplitError> {
     let mut ops = body.get_operators_reader().map_err(parse_error)?;
     while !ops.eof() {

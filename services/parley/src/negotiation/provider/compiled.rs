@@ -4,7 +4,7 @@
 //! provider in its own process: the product protocol's `Provider::application` 19 µs median
 //! against 47 µs through the JavaScript; over the wire 1.62× (HTTP) and 1.78–1.83× (WebSocket)
 //! of a plain text message, where the JavaScript gave 1.81–1.88× and 2.21–2.48×
-//! (`tests/benches/README.md`). Switching it off: `[negotiation] compiled_handlers = false`
+//! (the negotiation bench, `tests/benches/`). Switching it off: `[negotiation] compiled_handlers = false`
 //! serves every handler as its JavaScript, and attaches no compiled form.
 //!
 //! A compiled form serves only after it answered every test case of its protocol exactly as the
