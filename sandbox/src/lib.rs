@@ -19,7 +19,7 @@
 //! [`Dialect`] picks the runtime at [`Sandbox::publish_as`].
 //!
 //! # Layout
-//! - `lib.rs`: the public surface: [`Dialect`] and the re-exports below.
+//! - `lib.rs`: [`Dialect`], the embedded JavaScript runtime, and the public types' re-exports.
 //! - `sandbox.rs`: [`Sandbox`], [`Handler`], [`run_once`].
 //! - `capability.rs`: [`CapabilityHost`], [`NoCapabilities`], [`Grants`].
 //! - `report.rs`: [`CallOutput`], [`CallReport`], [`LogLine`].
@@ -53,6 +53,8 @@
 //! - A precompiled artifact is loaded only if its HMAC, keyed by a secret in the cache directory,
 //!   verifies: the sandbox only loads native code it produced itself.
 //! - Libraries never read the environment: all limits come from [`SandboxConfig`].
+//! - The embedded runtimes are the committed bytes whose sha256 files `build.rs` checks them
+//!   against; `scripts/setup-guest.sh` proves a fresh build of their sources gives the same bytes.
 
 mod cache;
 mod call;
