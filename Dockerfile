@@ -3,7 +3,8 @@
 # registry and target directory in cache mounts, so a source change recompiles only what changed.
 #
 # The base images are build arguments (a mirror's, or local stand-ins: scripts/docker-base-images.sh).
-# The Rust image pins the toolchain the sandbox's guest runtimes were recorded with (rustc 1.95.0).
+# The Rust image carries the toolchain rust-toolchain.toml pins (rustc 1.95.0); the build needs
+# nothing else (the sandbox's guest runtimes are committed, in sandbox/runtimes/).
 ARG RUST_IMAGE=rust:1.95.0-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 

@@ -1,60 +1,54 @@
-//! Embeds the guest runtimes (`sandbox/guest`, the JavaScript runtime, and `sandbox/mapping-guest`,
-//! the mapping runtime; both built by `scripts/setup-guest.sh`) into the crate.
+//! Checks the committed guest runtimes (`sandbox/runtimes/`) against their committed sha256 files
+//! and hands each hash to the crate, which embeds the runtime's bytes with `include_bytes!`.
 //!
-//! The runtimes are not built here: a nested cargo build for another target inside a build script
-//! fights over the target-dir lock and hides the guests' own reproducibility settings. Instead this
-//! script points `include_bytes!` at the verified copies the setup script leaves in the guests' target
-//! directories, and fails with instructions when one is missing.
+//! The runtimes are committed, not built here: building them needs clang, lld and wasi-libc
+//! besides the `wasm32-wasip1` target, and a nested cargo build for another target inside a build
+//! script fights over the target-dir lock. So `cargo build` needs only the Rust toolchain, and
+//! `scripts/setup-guest.sh` rebuilds the runtimes from `sandbox/guest` and `sandbox/mapping-guest`
+//! and fails when a fresh build differs from the committed bytes.
 
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Embeds `<guest>/target/<file>` as `PARLEY_<var>_WASM` and its sha256 as `PARLEY_<var>_SHA256`.
-fn embed(manifest_dir: &Path, guest: &str, file: &str, var: &str, what: &str) {
-    let runtime = manifest_dir.join(guest).join("target").join(file);
-    let committed_hash = manifest_dir.join(guest).join("runtime.sha256");
+/// Checks `runtimes/<file>` against `runtimes/<file>.sha256` and exports the hash as
+/// `PARLEY_<var>_SHA256`. Panics (failing the build) when either is missing or they disagree.
+fn check(runtimes: &Path, file: &str, var: &str) {
+    let runtime = runtimes.join(file);
+    let hash_file = runtimes.join(format!("{file}.sha256"));
     println!("cargo:rerun-if-changed={}", runtime.display());
-    println!("cargo:rerun-if-changed={}", committed_hash.display());
+    println!("cargo:rerun-if-changed={}", hash_file.display());
 
-    let bytes = match std::fs::read(&runtime) {
-        Ok(bytes) => bytes,
-        Err(error) => panic!(
-            "\n\nparley-sandbox: the {what} guest is missing ({}: {error}).\n\
-             Build it first with:\n\n    scripts/setup-guest.sh\n\n\
-             (installs clang/lld/llvm/wasi-libc and the wasm32-wasip1 target if needed, builds \
-             the guests reproducibly and verifies them against their runtime.sha256 files)\n\n",
-            runtime.display()
-        ),
+    let read_error = |path: &Path, error: std::io::Error| -> ! {
+        panic!(
+            "\n\nparley-sandbox: cannot read {} ({error}). The guest runtimes and their hashes are \
+             committed under sandbox/runtimes/; restore them from git, or rebuild them with \
+             `scripts/setup-guest.sh --update`.\n\n",
+            path.display()
+        )
     };
+    let bytes = std::fs::read(&runtime).unwrap_or_else(|e| read_error(&runtime, e));
+    let recorded =
+        std::fs::read_to_string(&hash_file).unwrap_or_else(|e| read_error(&hash_file, e));
+    let recorded = recorded
+        .lines()
+        .find(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .and_then(|line| line.split_whitespace().next())
+        .unwrap_or_default();
     let hash = hex::encode(Sha256::digest(&bytes));
-    if let Ok(expected) = std::fs::read_to_string(&committed_hash) {
-        let expected = expected.split_whitespace().next().unwrap_or_default();
-        if expected != hash {
-            println!(
-                "cargo:warning=the {what} guest's sha256 {hash} differs from sandbox/{guest}/runtime.sha256 \
-                 ({expected}); rebuild with scripts/setup-guest.sh (or --update-hash after changing the guest)"
-            );
-        }
+    if hash != recorded {
+        panic!(
+            "\n\nparley-sandbox: sandbox/runtimes/{file} has sha256 {hash}, but \
+             sandbox/runtimes/{file}.sha256 records {recorded:?}.\n\
+             The committed runtime and its hash must match: restore both from git, or rebuild the \
+             runtime with `scripts/setup-guest.sh --update` (which writes both) and commit them.\n\n"
+        );
     }
-    println!("cargo:rustc-env=PARLEY_{var}_WASM={}", runtime.display());
     println!("cargo:rustc-env=PARLEY_{var}_SHA256={hash}");
 }
 
 fn main() {
-    let manifest_dir =
-        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    embed(
-        &manifest_dir,
-        "guest",
-        "parley-runtime.wasm",
-        "RUNTIME",
-        "JavaScript runtime",
-    );
-    embed(
-        &manifest_dir,
-        "mapping-guest",
-        "parley-mapping-runtime.wasm",
-        "MAPPING_RUNTIME",
-        "mapping runtime",
-    );
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it");
+    let runtimes = Path::new(&manifest_dir).join("runtimes");
+    check(&runtimes, "parley-runtime.wasm", "RUNTIME");
+    check(&runtimes, "parley-mapping-runtime.wasm", "MAPPING_RUNTIME");
 }

@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
-# Builds the sandbox's guest runtimes for wasm32-wasip1 reproducibly: the JavaScript runtime
-# (sandbox/guest: QuickJS through rquickjs) and the mapping runtime (sandbox/mapping-guest: the
-# built-in reasoner's mappings, crate parley-mapping). Verifies each one's sha256 against its
-# runtime.sha256 and installs it in its target directory (parley-runtime.wasm,
-# parley-mapping-runtime.wasm), where the parley-sandbox crate embeds them from.
+# Rebuilds the sandbox's guest runtimes for wasm32-wasip1 reproducibly and compares them with the
+# committed ones in sandbox/runtimes/, which the parley-sandbox crate embeds: the JavaScript runtime
+# (sandbox/guest: QuickJS through rquickjs, parley-runtime.wasm) and the mapping runtime
+# (sandbox/mapping-guest: the built-in reasoner's mappings, crate parley-mapping,
+# parley-mapping-runtime.wasm). `cargo build` does not need this script: only changing a guest,
+# guest-abi or parley-mapping does.
 #
-# Idempotent: installs only what is missing (Debian: clang lld llvm wasi-libc; rustup: the
-# wasm32-wasip1 target), and a second run is an incremental no-op build plus the hash check.
+# By default (what CI runs, through scripts/setup.sh) it fails when a fresh build differs from the
+# committed bytes, or a committed runtime from its committed hash; it changes no committed file.
+# Installs only what is missing (Debian: clang lld llvm wasi-libc; rustup: the wasm32-wasip1
+# target of the toolchain rust-toolchain.toml pins).
 #
-# Usage: scripts/setup-guest.sh [--update-hash] [--check-reproducible]
-#   --update-hash          record the freshly built runtime's hash (after changing the guest or the
-#                          toolchain) instead of failing on a mismatch
-#   --check-reproducible   also build a second time in a fresh target directory and require the two
-#                          runtimes to be byte-identical (what CI runs)
+# Usage: scripts/setup-guest.sh [--update]
+#   --update   write the fresh runtimes and their hashes to sandbox/runtimes/ (after changing a
+#              guest, guest-abi, parley-mapping or the toolchain), then commit them; files whose
+#              bytes are unchanged are left untouched
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+RUNTIMES=$ROOT/sandbox/runtimes
 
-update_hash=0
-check_reproducible=0
+update=0
 for arg in "$@"; do
   case "$arg" in
-    --update-hash) update_hash=1 ;;
-    --check-reproducible) check_reproducible=1 ;;
+    --update) update=1 ;;
     -h | --help)
-      sed -n '2,15p' "$0"
+      sed -n '2,17p' "$0"
       exit 0
       ;;
     *)
@@ -71,8 +72,9 @@ CARGO_HOME_DIR=${CARGO_HOME:-$HOME/.cargo}
 # path. Cargo's crate metadata (and so every symbol name in the wasm) hashes the absolute path of a
 # path dependency outside the building workspace (guest-abi, parley-mapping), which no path
 # remapping reaches: built in place, the runtimes' hashes would depend on where the repository is.
+# rust-toolchain.toml goes along, so the copy builds with the pinned toolchain.
 STAGE=${TMPDIR:-/tmp}/parley-guest-build
-GUEST_SOURCES=(sandbox/guest sandbox/mapping-guest sandbox/guest-abi negotiator/mapping)
+GUEST_SOURCES=(rust-toolchain.toml sandbox/guest sandbox/mapping-guest sandbox/guest-abi negotiator/mapping)
 
 # Copies the guests' sources (not their target directories) to $STAGE, keeping the layout.
 stage_sources() {
@@ -95,59 +97,69 @@ build_into() {
     cargo build --release --locked --quiet \
       --target-dir "$target_dir" \
       --config "target.wasm32-wasip1.rustflags=['--remap-path-prefix=$CARGO_HOME_DIR=/cargo','--remap-path-prefix=$STAGE/src=/parley','--remap-path-prefix=$guest=/guest','--remap-path-prefix=$target_dir=/target']" >&2
-  ) || return 1 # errexit does not reach into `$(build_into ...)`: without this a failed build went on with a stale runtime
+  ) || return 1 # errexit does not reach into `$(build_into ...)`
   echo "$target_dir/wasm32-wasip1/release/$wasm_name"
 }
 
-# Builds, checks and installs one guest: $1 its directory, $2 the cdylib's file name, $3 the name it
-# is installed under in its target directory (where build.rs embeds it from), $4 what it is.
+sha256() { sha256sum "$1" | cut -d' ' -f1; }
+
+# The hash a committed hash file records (its first line that is not a comment).
+recorded_hash() { grep -v '^#' "$1" 2>/dev/null | head -1 | cut -d' ' -f1 || true; }
+
+# Writes $2 to $1 only when the bytes differ, so an unchanged file keeps its modification time
+# (build.rs reruns, and parley-sandbox rebuilds, when a runtime's mtime changes).
+write_if_changed() {
+  local target=$1 source=$2
+  if [[ -f "$target" ]] && cmp -s "$source" "$target"; then
+    return 0
+  fi
+  cp "$source" "$target.tmp"
+  mv "$target.tmp" "$target"
+  say "wrote ${target#"$ROOT"/}"
+}
+
+# Builds one guest and compares it with (or, with --update, writes it to) the committed runtime:
+# $1 the guest's directory, $2 the cdylib's file name, $3 the committed runtime's file name, $4
+# what it is.
 build_guest() {
-  local guest=$1 wasm_name=$2 installed=$3 what=$4
-  local hash_file=$guest/runtime.sha256
-  say "building the $what guest (rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1))"
-  local built hash
+  local guest=$1 wasm_name=$2 name=$3 what=$4
+  local committed=$RUNTIMES/$name hash_file=$RUNTIMES/$name.sha256
+  local toolchain built hash
+  toolchain="rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1)"
+  say "building the $what guest ($toolchain)"
   built=$(build_into "$guest" "$guest/target" "$wasm_name") || exit 1
-  hash=$(sha256sum "$built" | cut -d' ' -f1)
-  say "built $built ($(stat -c %s "$built") bytes, sha256 $hash)"
+  hash=$(sha256 "$built")
+  say "built $(stat -c %s "$built") bytes, sha256 $hash"
 
-  if ((check_reproducible)); then
-    local scratch second second_hash
-    scratch=$(mktemp -d)
-    say "second build in $scratch to check reproducibility"
-    second=$(build_into "$guest" "$scratch" "$wasm_name") || {
-      rm -rf "$scratch"
-      exit 1
-    }
-    second_hash=$(sha256sum "$second" | cut -d' ' -f1)
-    rm -rf "$scratch"
-    if [[ "$second_hash" != "$hash" ]]; then
-      say "NOT reproducible: second build has sha256 $second_hash"
-      exit 1
+  if ((update)); then
+    local record
+    record=$(mktemp)
+    printf '%s  %s\n# %s\n' "$hash" "$name" "$toolchain" >"$record"
+    write_if_changed "$committed" "$built"
+    # The hash file records the toolchain too: rewritten only when the hash changes.
+    if [[ "$(recorded_hash "$hash_file")" != "$hash" ]]; then
+      write_if_changed "$hash_file" "$record"
     fi
-    say "reproducible: both builds have sha256 $hash"
+    rm -f "$record"
+    return 0
   fi
 
-  if ((update_hash)); then
-    {
-      echo "$hash  $installed"
-      echo "# rustc $(rustc --version | cut -d' ' -f2), $(clang --version | head -1)"
-    } >"$hash_file"
-    say "recorded the new hash in ${hash_file#"$ROOT"/}"
-  else
-    local expected
-    expected=$(grep -v '^#' "$hash_file" 2>/dev/null | head -1 | cut -d' ' -f1 || true)
-    if [[ "$hash" != "$expected" ]]; then
-      say "sha256 mismatch: built $hash, ${hash_file#"$ROOT"/} says ${expected:-nothing}"
-      say "recorded toolchain: $(grep '^#' "$hash_file" 2>/dev/null || echo unknown)"
-      say "if you changed the guest or the toolchain on purpose, rerun with --update-hash and commit it"
-      exit 1
-    fi
-    say "sha256 matches ${hash_file#"$ROOT"/}"
+  local committed_hash recorded
+  committed_hash=$(sha256 "$committed" 2>/dev/null || echo missing)
+  recorded=$(recorded_hash "$hash_file")
+  if [[ "$committed_hash" != "$recorded" ]]; then
+    say "sandbox/runtimes/$name (sha256 $committed_hash) does not match its hash file ($recorded)"
+    exit 1
   fi
-
-  cp "$built" "$guest/target/$installed.tmp"
-  mv "$guest/target/$installed.tmp" "$guest/target/$installed"
-  say "installed ${guest#"$ROOT"/}/target/$installed"
+  if [[ "$hash" != "$committed_hash" ]]; then
+    say "the fresh build differs from the committed sandbox/runtimes/$name:"
+    say "  fresh     $hash ($toolchain)"
+    say "  committed $committed_hash ($(grep '^#' "$hash_file" | head -1 | sed 's/^# *//'))"
+    say "if you changed the guest or the toolchain on purpose, rerun with --update and commit"
+    say "sandbox/runtimes/; otherwise the build is not reproducible here (compare the toolchains)"
+    exit 1
+  fi
+  say "identical to the committed sandbox/runtimes/$name"
 }
 
 # One build at a time uses the stage (two checkouts on one machine, say).

@@ -275,6 +275,27 @@ fn main() {
         assert_eq!(got, expected, "sandbox and native disagree");
     }
 
+    let skip_async = std::env::var("BENCH_SKIP_ASYNC").is_ok_and(|v| v == "1");
+    let rows = call_rows(&sandbox, &handler, &input, calls, skip_async);
+    print_rows(&rows, calls, publish_time);
+    if !skip_async {
+        machinery_section(&config, &input, calls / 2);
+    }
+    if !std::env::var("BENCH_SKIP_PUBLISH").is_ok_and(|v| v == "1") {
+        publish_section(&config);
+    }
+}
+
+/// The native handler and blocking sandbox calls on 1 and 2 threads (`BENCH_THREADS`: one of
+/// them), and async calls from the main thread (inside `block_on`; the guest runs on its fiber
+/// within that future) unless `skip_async`.
+fn call_rows(
+    sandbox: &Sandbox,
+    handler: &parley_sandbox::Handler,
+    input: &Value,
+    calls: usize,
+    skip_async: bool,
+) -> Vec<Row> {
     let mut rows = Vec::new();
     let only_threads: Option<usize> = std::env::var("BENCH_THREADS")
         .ok()
@@ -297,18 +318,13 @@ fn main() {
             std::hint::black_box(output);
         }));
     }
-
-    // The async API from the main thread (inside `block_on`; the guest runs on its fiber within
-    // that future), for reference.
-    let skip_async = std::env::var("BENCH_SKIP_ASYNC").is_ok_and(|v| v == "1");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     if !skip_async {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
         let (sandbox, handler, input) = (sandbox.clone(), handler.clone(), input.clone());
-        let runtime = Arc::new(runtime);
         rows.push(measure("sandbox async", 1, calls / 2, move || {
             let output = runtime.block_on(sandbox.call(
                 &handler,
@@ -319,7 +335,10 @@ fn main() {
             std::hint::black_box(output.expect("call succeeds"));
         }));
     }
+    rows
+}
 
+fn print_rows(rows: &[Row], calls: usize, publish_time: Duration) {
     println!();
     println!(
         "handler: validate 5 fields, reshape, return; {calls} calls per thread; publish took {publish_time:.2?}"
@@ -328,7 +347,7 @@ fn main() {
         "{:<15} {:>7} {:>12} {:>12} {:>12} {:>12} {:>14} {:>10}",
         "mode", "threads", "median", "p99", "calls/s", "CPU/call", "peak RSS MiB", "ratio"
     );
-    for row in &rows {
+    for row in rows {
         let native_median = rows
             .iter()
             .find(|r| r.name == "native" && r.threads == row.threads)
@@ -350,42 +369,53 @@ fn main() {
             row.median.as_secs_f64() / native_median.as_secs_f64().max(1e-9),
         );
     }
-
-    if !skip_async {
-        ready_section(&config, &input, calls / 2);
-    }
-    if !std::env::var("BENCH_SKIP_PUBLISH").is_ok_and(|v| v == "1") {
-        publish_section(&config);
-    }
 }
 
 /// Calls as a server makes them: from a tokio task that waits between two calls (here it
-/// yields); each finished instance is reset by the sandbox's reset thread after the answer. Once with
-/// `ready_instances = 0`, every call instantiating its instance on its way, and once with the
-/// default, the call taking an instance made ready after the previous call; in alternating blocks
-/// of 500, so that load from elsewhere falls on both alike.
-fn ready_section(base: &SandboxConfig, input: &Value, calls: usize) {
+/// yields), with the latency machinery (`sandbox/src/fast/`) on and off: every instance reset
+/// before its call returns (`deferred_reset = false`); reset by the reset thread after the answer
+/// but instantiated on the call's way (`ready_instances = 0`); and the default, the call taking an
+/// instance made ready after the previous call. In alternating blocks of 500, so that load from
+/// elsewhere falls on all alike.
+fn machinery_section(base: &SandboxConfig, input: &Value, calls: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let variants = [0, base.ready_instances].map(|ready_instances| {
-        let sandbox = Sandbox::new(SandboxConfig {
-            ready_instances,
-            ..base.clone()
-        })
-        .expect("sandbox");
+    let variants = [
+        (
+            "reset before returning".to_string(),
+            SandboxConfig {
+                deferred_reset: false,
+                ..base.clone()
+            },
+        ),
+        (
+            "reset after, instantiated on the way".to_string(),
+            SandboxConfig {
+                ready_instances: 0,
+                ..base.clone()
+            },
+        ),
+        (
+            format!("reset after, made ready ({})", base.ready_instances),
+            base.clone(),
+        ),
+    ]
+    .map(|(label, config)| {
+        let sandbox = Sandbox::new(config).expect("sandbox");
         let handler = sandbox.publish(HANDLER).expect("publish");
-        (ready_instances, sandbox, handler)
+        (label, sandbox, handler)
     });
+    let labels: Vec<String> = variants.iter().map(|(label, ..)| label.clone()).collect();
     let input = input.clone();
     let mut latencies = runtime.block_on(async move {
         tokio::spawn(async move {
-            let mut latencies = [Vec::new(), Vec::new()];
+            let mut latencies = vec![Vec::new(); variants.len()];
             let host: Arc<dyn parley_sandbox::CapabilityHost> = Arc::new(NoCapabilities);
-            for block in 0..(calls / 500).max(2) {
-                let which = block % 2;
+            for block in 0..(calls / 500).max(variants.len()) {
+                let which = block % variants.len();
                 let (_, sandbox, handler) = &variants[which];
                 for _ in 0..500 {
                     let started = Instant::now();
@@ -405,18 +435,13 @@ fn ready_section(base: &SandboxConfig, input: &Value, calls: usize) {
     println!();
     println!("async calls from a task that yields between calls (as a server's connection task)");
     println!(
-        "{:<34} {:>8} {:>12} {:>12}",
+        "{:<40} {:>8} {:>12} {:>12}",
         "instance", "calls", "median", "p99"
     );
-    for (latencies, ready) in latencies.iter_mut().zip([0, base.ready_instances]) {
+    for (latencies, label) in latencies.iter_mut().zip(labels) {
         latencies.sort();
-        let label = if ready == 0 {
-            "instantiated on the call's way".to_string()
-        } else {
-            format!("made ready after the last call ({ready})")
-        };
         println!(
-            "{:<34} {:>8} {:>12.2?} {:>12.2?}",
+            "{:<40} {:>8} {:>12.2?} {:>12.2?}",
             label,
             latencies.len(),
             latencies[latencies.len() / 2],

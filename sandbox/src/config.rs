@@ -45,12 +45,18 @@ pub struct SandboxConfig {
     /// their own on top, the reset thread one). An async call waits for a free slot up to
     /// `deadline_ms`, then fails with `overloaded`; a blocking call fails at once.
     pub pool_instances: u32,
+    /// Whether a finished call's instance is reset after the call has answered, on the sandbox's
+    /// own thread in the idle scheduling class (`true`), or before the call returns (`false`, which
+    /// also starts no thread and makes no instance ready ahead). See `fast/reset.rs` for what it
+    /// buys.
+    pub deferred_reset: bool,
     /// Instances kept instantiated ahead for the handlers called last, each holding one of the
     /// `pool_instances` slots until a call of its handler takes it (or a call that finds no free
     /// slot takes the slot of the oldest). A call that finds one skips instantiation; the
-    /// instantiation is done after the previous call has answered. `0` instantiates every call on
-    /// its way, as the first call of a handler always does. More than `pool_instances` means
-    /// `pool_instances`.
+    /// instantiation is done after the previous call has answered, by the reset thread (so none
+    /// with `deferred_reset = false`). `0` instantiates every call on its way, as the first call of
+    /// a handler always does. More than `pool_instances` means `pool_instances`. See
+    /// `fast/ready.rs` for what it buys.
     pub ready_instances: u32,
     /// Bytes of each pooled linear memory reset with `memset` rather than `madvise` when a slot is
     /// reused. Keeping pages resident avoids page faults and the kernel's mmap lock on every call, which
@@ -66,7 +72,7 @@ pub struct SandboxConfig {
     /// Whether wasmtime writes `/tmp/perf-<pid>.map`, which names the runtime's and the handlers'
     /// compiled functions for Linux `perf` (`perf record -p <pid>`, then `perf report`). For
     /// profiling handlers; the file grows with every module compiled or loaded, so it is off
-    /// unless set.
+    /// unless set. See `fast/perf_map.rs`.
     pub perf_map: bool,
 }
 
@@ -86,6 +92,7 @@ impl Default for SandboxConfig {
             host_call_result_bytes: MIB,
             max_host_calls: 64,
             pool_instances: 64,
+            deferred_reset: true,
             ready_instances: 8,
             pool_keep_resident_bytes: 4 * MIB,
             cache_dir: None,

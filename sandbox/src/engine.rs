@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
-    ProfilingStrategy,
 };
 
 use crate::config::SandboxConfig;
 use crate::error::SandboxError;
+use crate::fast::{perf_map, reset::RESET_INSTANCES};
 
 /// One epoch tick. Deadlines are rounded up to whole ticks, plus one.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -25,11 +25,6 @@ const FIBER_HOST_STACK: usize = 1024 * 1024;
 /// in the same pool (see `publish::PublishSlots`).
 pub(crate) const PUBLISH_INSTANCES: u32 = 2;
 
-/// Instance slots for the reset thread, beside the `pool_instances` for calls: the finished
-/// instance it resets, and then the instance it makes ready, until that takes a call's slot. It
-/// gives a finished call's slot back before it starts, so a caller never waits for it.
-pub(crate) const RESET_INSTANCES: u32 = 1;
-
 /// How long the epoch ticker keeps ticking after the last store is gone before it parks. Under
 /// steady traffic stores come and go all the time; parking after each one would cost a thread
 /// wake-up per call.
@@ -41,13 +36,18 @@ const TICKER_LINGER: Duration = Duration::from_millis(50);
 /// A call (or publish) is two core instances in one store: the handler's memory image, which
 /// defines the memory, and the runtime code, which imports it and defines the table. So the pool
 /// has two instances, one memory, one table and one fiber stack per call, for `pool_instances`
-/// calls plus [`PUBLISH_INSTANCES`] publishes and [`RESET_INSTANCES`].
+/// calls plus [`PUBLISH_INSTANCES`] publishes and, with deferred resets, [`RESET_INSTANCES`].
 pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
     let wasm_stack = usize::try_from(config.wasm_stack_bytes).unwrap_or(usize::MAX);
+    let reset_instances = if config.deferred_reset {
+        RESET_INSTANCES
+    } else {
+        0
+    };
     let stores = config
         .pool_instances
         .saturating_add(PUBLISH_INSTANCES)
-        .saturating_add(RESET_INSTANCES);
+        .saturating_add(reset_instances);
     let mut pool = PoolingAllocationConfig::default();
     pool.total_core_instances(stores.saturating_mul(2))
         .total_stacks(stores)
@@ -75,9 +75,7 @@ pub(crate) fn call_engine(config: &SandboxConfig) -> Result<Engine, SandboxError
         .cranelift_opt_level(OptLevel::Speed)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    if config.perf_map {
-        wasm.profiler(ProfilingStrategy::PerfMap);
-    }
+    perf_map::configure(config, &mut wasm);
     Engine::new(&wasm).map_err(|e| SandboxError::wasmtime("creating the wasmtime engine", e))
 }
 

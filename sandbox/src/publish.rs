@@ -15,12 +15,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::Module;
+use wasmtime::{Module, Store};
 
-use crate::call::{classify, limits, new_store, outcome};
+use crate::call::{limits, outcome};
+use crate::config::SandboxConfig;
 use crate::error::SandboxError;
 use crate::host::{CallState, Phase};
 use crate::runtime::{Entry, Runtime};
+use crate::store::{classify, new_store};
 use crate::{Dialect, Grants, Handler, HandlerInner, NoCapabilities, SandboxInner};
 
 /// Pool room for publishes, beside the calls': a publish runs the runtime in the call engine, so it
@@ -181,31 +183,8 @@ fn load(sandbox: &SandboxInner, runtime: &Runtime, source: &str) -> Result<Vec<u
         let len = store.data_mut().hand_input(source.as_bytes().to_vec())?;
         load.call_async(&mut store, len).await
     });
-    match loaded {
-        Ok(0) => {}
-        Ok(_) => {
-            let output = store.data_mut().output.take();
-            return Err(match outcome(output) {
-                Err(error @ SandboxError::InvalidHandler { .. }) => error,
-                Err(SandboxError::Internal { message, .. }) => {
-                    SandboxError::InvalidHandler { message }
-                }
-                Err(other) => SandboxError::InvalidHandler {
-                    message: other.to_string(),
-                },
-                Ok(_) => SandboxError::internal("the runtime failed to load without saying why"),
-            });
-        }
-        Err(error) => {
-            return Err(match classify(&mut store, error, config, deadline_ms) {
-                error @ (SandboxError::InvalidHandler { .. } | SandboxError::Internal { .. }) => {
-                    error
-                }
-                other => SandboxError::InvalidHandler {
-                    message: format!("top-level code failed: {other}"),
-                },
-            });
-        }
+    if let Some(error) = load_failure(&mut store, loaded, config, deadline_ms) {
+        return Err(error);
     }
     if !store.data().logs.is_empty() {
         tracing::debug!(
@@ -228,4 +207,30 @@ fn load(sandbox: &SandboxInner, runtime: &Runtime, source: &str) -> Result<Vec<u
         }
     }
     Ok(runtime.layout.handler_image(memory.data(&store)))
+}
+
+/// Why `parley_load` failed, if it did (`loaded` is what it returned), as the publish's error.
+fn load_failure(
+    store: &mut Store<CallState>,
+    loaded: wasmtime::Result<u32>,
+    config: &SandboxConfig,
+    deadline_ms: u64,
+) -> Option<SandboxError> {
+    match loaded {
+        Ok(0) => None,
+        Ok(_) => Some(match outcome(store.data_mut().output.take()) {
+            Err(error @ SandboxError::InvalidHandler { .. }) => error,
+            Err(SandboxError::Internal { message, .. }) => SandboxError::InvalidHandler { message },
+            Err(other) => SandboxError::InvalidHandler {
+                message: other.to_string(),
+            },
+            Ok(_) => SandboxError::internal("the runtime failed to load without saying why"),
+        }),
+        Err(error) => Some(match classify(store, error, config, deadline_ms) {
+            error @ (SandboxError::InvalidHandler { .. } | SandboxError::Internal { .. }) => error,
+            other => SandboxError::InvalidHandler {
+                message: format!("top-level code failed: {other}"),
+            },
+        }),
+    }
 }

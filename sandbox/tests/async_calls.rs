@@ -481,6 +481,28 @@ async fn a_ready_instance_starts_its_call_as_fresh_as_a_new_one_with_that_call_s
     assert_eq!(off.ready_instances(), 0);
 }
 
+/// With `deferred_reset = false` an async call from a task resets its instance before it returns:
+/// its one slot is free at once for a blocking call (which fails with `overloaded` rather than
+/// wait), every call starts fresh, and no instance is made ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_deferred_resets_a_call_frees_its_slot_before_it_returns() {
+    let sandbox = Sandbox::new(SandboxConfig {
+        pool_instances: 1,
+        deferred_reset: false,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox");
+    let handler = sandbox.publish(COUNTS).expect("publish");
+    for round in 0..3 {
+        let out = call_from_a_task(&sandbox, &handler).await;
+        assert_eq!(out.output["calls"], 1, "round {round}: a fresh instance");
+        let out = plain_blocking(&sandbox, &handler, &json!({}))
+            .expect("the slot is free as soon as the async call has returned");
+        assert_eq!(out.output["calls"], 1, "round {round}");
+        assert_eq!(sandbox.ready_instances(), 0, "round {round}");
+    }
+}
+
 /// A finished call's instance is reset, and its handler made ready again, by the sandbox's own
 /// reset thread, not by the caller's runtime: here the runtime's only thread blocks right after
 /// the call, and the instance is made ready all the same.
@@ -677,4 +699,87 @@ function handle(request) {
             text.len()
         );
     }
+}
+
+/// Collects the fields of every `sandbox.call` span, as `name=value`.
+#[derive(Clone, Default)]
+struct CallSpans(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl tracing::field::Visit for CallSpans {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if let Ok(mut fields) = self.0.lock() {
+            fields.push(format!("{}={value:?}", field.name()));
+        }
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if let Ok(mut fields) = self.0.lock() {
+            fields.push(format!("{}={value}", field.name()));
+        }
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for CallSpans
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.metadata().name() == "sandbox.call" {
+            attrs.record(&mut self.clone());
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if ctx
+            .span(id)
+            .is_some_and(|span| span.name() == "sandbox.call")
+        {
+            values.record(&mut self.clone());
+        }
+    }
+}
+
+/// A call's span, `sandbox.call`, names the handler by a prefix of its hash and records the
+/// outcome, `ok` or the error's code; it never carries the input or the answer.
+#[test]
+fn a_call_s_span_names_the_handler_and_its_outcome_but_not_the_data() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let spans = CallSpans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let sandbox = sandbox(2, 1_000);
+    let echo = sandbox
+        .publish(
+            "function handle(request) { if (request.fail) throw new Error('no'); return request; }",
+        )
+        .expect("publish");
+    tracing::subscriber::with_default(subscriber, || {
+        plain_blocking(&sandbox, &echo, &json!({ "secret": "s3cr3t" })).expect("answers");
+        plain_blocking(
+            &sandbox,
+            &echo,
+            &json!({ "fail": true, "secret": "s3cr3t" }),
+        )
+        .expect_err("throws");
+    });
+    let fields = spans.0.lock().expect("fields").clone();
+    let prefix = format!("handler={}", &echo.hash()[..12]);
+    assert_eq!(
+        fields,
+        vec![
+            prefix.clone(),
+            "outcome=ok".to_string(),
+            prefix,
+            "outcome=handler_threw".to_string()
+        ]
+    );
 }

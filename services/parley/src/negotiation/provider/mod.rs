@@ -8,13 +8,16 @@
 //! - `state`: what a conversation keeps between turns (`NegotiationState`), read
 //!   once and written once per turn.
 //! - `hello`: the hello exchange and the 0-RTT selection.
-//! - `build`: handler generation, verification, regeneration, and the compiled form's check.
+//! - `build`: handler generation, verification, regeneration, a disputed handler the peer accepts.
+//! - `compiled`: the handler's compiled form (its mapping, served without a JavaScript engine):
+//!   its check, what it buys, how to switch it off.
 //! - `outcome`: transcripts, activation of the verified handler, the recorded outcome, and what
 //!   the negotiation's reasoning cost (model calls and tokens, settled after every message).
 //! - `serve`: application messages, hash → handler → answer.
 //! - `usage`: per-peer usage counts and their flusher.
 
 mod build;
+mod compiled;
 mod driver;
 mod hello;
 mod outcome;
