@@ -373,7 +373,8 @@ fn a_blocking_call_inside_a_tokio_task_survives_its_epoch_yields() {
     // A handler that computes for a while meets several epoch ticks, and yields at each. Called
     // with `call_blocking` from inside a tokio task, those yields must wake the blocking
     // executor themselves: tokio's own yield would wait for a scheduler the blocked thread
-    // never gets back to, and the call would hang.
+    // never gets back to, and the call would hang. (The generous limit covers compiling the
+    // runtime on a loaded machine; a hang never returns.)
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -397,7 +398,7 @@ fn a_blocking_call_inside_a_tokio_task_survives_its_epoch_yields() {
         let _ = done_tx.send(out);
     });
     let out = done_rx
-        .recv_timeout(Duration::from_secs(20))
+        .recv_timeout(Duration::from_secs(120))
         .expect("the blocking call returns instead of hanging")
         .expect("call");
     assert_eq!(out.output, json!({ "spun": true }));

@@ -44,6 +44,9 @@ impl Provider {
             ..Settings::default()
         };
         settings.sandbox.warm_up = false;
+        // The first negotiation compiles the sandbox's runtime; on a loaded CI machine that can
+        // take longer than the default request time limit, which is not what these tests test.
+        settings.limits.request_timeout_ms = 180_000;
         let bound = Bound::new(&settings).await.expect("the provider starts");
         let addr = bound.addr;
         let (stop, stopped) = oneshot::channel::<()>();
