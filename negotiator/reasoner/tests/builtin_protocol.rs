@@ -584,3 +584,119 @@ async fn drafts_and_counter_proposals_verify_under_node() {
     assert!(report.passed(), "{}", report.failure_description());
     assert_eq!(report.cases.len(), 1);
 }
+
+/// The seed-003 example: messages are envelopes (`header` + `body`), so the plan reads and
+/// writes fields inside objects, named by JSON Pointer.
+mod envelope {
+    use super::*;
+
+    fn capabilities() -> Vec<DeclaredCapability> {
+        let caps = Capabilities::load(&repo().join("examples/seed003/capabilities.toml"), |_| None)
+            .expect("the seed-003 capabilities load");
+        DeclaredCapability::all(&caps)
+    }
+
+    fn text() -> String {
+        std::fs::read_to_string(repo().join("examples/seed003/protocols/station-reading.md"))
+            .expect("seed-003 protocol")
+    }
+
+    fn source_of<'m>(mapping: &'m parley_reasoner::mapping::Mapping, field: &str) -> &'m Source {
+        &mapping
+            .response
+            .iter()
+            .find(|r| r.field == field)
+            .unwrap_or_else(|| panic!("no response field {field}: {mapping:#?}"))
+            .source
+    }
+
+    #[test]
+    fn plans_nested_request_and_reply_header_fields() {
+        let doc = ProtocolDoc::parse(text()).expect("parses");
+        let Evaluation::Accept { mapping } =
+            BuiltinProtocolReasoner.evaluate_sync(&doc, &capabilities())
+        else {
+            panic!("the seed-003 protocol is served");
+        };
+        assert_eq!(mapping.capability, "getStationReading");
+        assert_eq!(mapping.arguments.len(), 1);
+        assert_eq!(mapping.arguments[0].input, "stationId");
+        assert_eq!(mapping.arguments[0].request, "/body/stationId");
+        let echo = |field: &str| Source::Echo {
+            field: field.to_owned(),
+        };
+        assert_eq!(source_of(&mapping, "/header/reply_to"), &echo("/header/id"));
+        assert_eq!(
+            source_of(&mapping, "/header/sender"),
+            &echo("/header/receiver")
+        );
+        assert_eq!(
+            source_of(&mapping, "/header/receiver"),
+            &echo("/header/sender")
+        );
+        assert_eq!(
+            source_of(&mapping, "/header/conversation_id"),
+            &echo("/header/conversation_id")
+        );
+        assert!(matches!(
+            source_of(&mapping, "/header/type"),
+            Source::Status { .. }
+        ));
+        assert!(matches!(
+            source_of(&mapping, "/body/reading"),
+            Source::OutputObject { .. }
+        ));
+        // The reply's own id and timestamp are never the query's.
+        assert!(
+            !mapping
+                .response
+                .iter()
+                .any(|r| r.field == "/header/id" || r.field == "/header/timestamp"),
+            "{mapping:#?}"
+        );
+        let handler = BuiltinProtocolReasoner
+            .generate_sync(&doc, &capabilities(), Some(&mapping))
+            .expect("generates");
+        assert!(
+            handler.compiled.is_none(),
+            "the mapping runtime reads top-level fields only"
+        );
+    }
+
+    #[tokio::test]
+    async fn generated_handler_passes_its_test_cases_under_node() {
+        if !node_available() {
+            eprintln!("skipped: `node` is not installed");
+            return;
+        }
+        let doc = ProtocolDoc::parse(text()).expect("parses");
+        let handler = BuiltinProtocolReasoner
+            .generate_handler(&doc, &capabilities(), None)
+            .await
+            .expect("generates");
+        let report = verify::verify(&doc, &NodeRunner, &handler.source).await;
+        assert!(
+            report.passed(),
+            "{}\n{}",
+            report.failure_description(),
+            handler.source
+        );
+        assert_eq!(report.cases.len(), 3);
+        // A body that is not an object, and a header that is missing, are bad requests too.
+        for request in [
+            json!({"header": {"version": "1.0", "sender": "a", "receiver": "b", "type": "QUERY",
+                "id": "q", "timestamp": "t", "content_type": "application/json"}, "body": "WS-101"}),
+            json!({"body": {"stationId": "WS-101"}}),
+        ] {
+            let answer = NodeRunner
+                .run(&handler.source, request.clone(), Fixtures::default())
+                .await
+                .expect("runs");
+            assert_eq!(
+                answer["body"]["status"]["code"], 400,
+                "{request} → {answer}"
+            );
+            assert_eq!(answer["header"]["type"], "ERROR", "{answer}");
+        }
+    }
+}
