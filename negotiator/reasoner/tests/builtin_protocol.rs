@@ -699,4 +699,75 @@ mod envelope {
             assert_eq!(answer["header"]["type"], "ERROR", "{answer}");
         }
     }
+
+    /// An INFORM answered by an ACKNOWLEDGE plans the same way, given a capability that records
+    /// what it is told (declared here: the example's bindings are read-only lookups).
+    #[tokio::test]
+    async fn inform_is_acknowledged() {
+        let header = |types: Value, reply: bool| {
+            let mut props = json!({
+                "version": {"type": "string", "const": "1.0"},
+                "sender": {"type": "string"}, "receiver": {"type": "string"},
+                "type": {"type": "string", "enum": types},
+                "id": {"type": "string"}, "content_type": {"type": "string", "const": "application/json"}
+            });
+            let mut required = vec!["version", "sender", "receiver", "type", "content_type"];
+            if reply {
+                props["reply_to"] = json!({"type": "string"});
+                required.push("reply_to");
+            } else {
+                required.push("id");
+            }
+            json!({"type": "object", "properties": props, "required": required})
+        };
+        let text = protocol(
+            json!({"type": "object", "required": ["header", "body"], "properties": {
+                "header": header(json!(["INFORM"]), false),
+                "body": {"type": "object", "required": ["stationId", "temperatureC"], "properties": {
+                    "stationId": {"type": "string"}, "temperatureC": {"type": "number"}}}}}),
+            json!({"type": "object", "required": ["header", "body"], "properties": {
+                "header": header(json!(["ACKNOWLEDGE", "ERROR"]), true),
+                "body": {"type": "object", "required": ["status"], "properties": {
+                    "status": {"type": "object", "required": ["code"], "properties": {
+                        "code": {"type": "integer"}, "message": {"type": "string"}}},
+                    "receiptId": {"type": "string"}}}}}),
+            Some(json!([{
+                "name": "reading recorded",
+                "request": {"header": {"version": "1.0", "sender": "a", "receiver": "b",
+                    "type": "INFORM", "id": "i-1", "content_type": "application/json"},
+                    "body": {"stationId": "WS-101", "temperatureC": 6.5}},
+                "expectedResponse": {"header": {"type": "ACKNOWLEDGE", "reply_to": "i-1",
+                    "sender": "b", "receiver": "a"},
+                    "body": {"status": {"code": 200}, "receiptId": "r-9"}},
+                "fixtures": {"recordObservation": [{
+                    "args": {"stationId": "WS-101", "temperatureC": 6.5},
+                    "result": {"receiptId": "r-9"}}]}
+            }])),
+        );
+        let capability = DeclaredCapability {
+            name: "recordObservation".into(),
+            description: "Records a station's observation and returns a receipt.".into(),
+            input_schema: json!({"type": "object", "required": ["stationId", "temperatureC"],
+                "properties": {"stationId": {"type": "string"}, "temperatureC": {"type": "number"}}}),
+            output_schema: json!({"type": "object", "required": ["receiptId"],
+                "properties": {"receiptId": {"type": "string"}}}),
+            read_only: false,
+        };
+        let doc = ProtocolDoc::parse(text).expect("parses");
+        let handler = BuiltinProtocolReasoner
+            .generate_handler(&doc, &[capability], None)
+            .await
+            .expect("an INFORM protocol is served");
+        if !node_available() {
+            eprintln!("skipped running it: `node` is not installed");
+            return;
+        }
+        let report = verify::verify(&doc, &NodeRunner, &handler.source).await;
+        assert!(
+            report.passed(),
+            "{}\n{}",
+            report.failure_description(),
+            handler.source
+        );
+    }
 }
