@@ -13,6 +13,18 @@
 //! matches a capability input `<entity>Id`, where the entity is the capability name without its
 //! verb and generic suffix (`getProductInfo` → `product`).
 //!
+//! # Fields inside objects
+//! When the top-level fields do not serve the protocol and its schemas hold objects (a message
+//! envelope such as seed 003's `header` + `body`), the planner plans again with the fields
+//! inside those objects, named by JSON Pointer (`/body/stationId`; see [`segments`]), matching
+//! on their own names. A response object that no source fills as a whole (or that would only
+//! echo the request's) is filled field by field. In an object holding a reply link (`reply_to`,
+//! `in_reply_to`) the link takes the request's message id from the same place, `sender` and
+//! `receiver` swap, and the reply's own `id` and `timestamp` are never echoed. A `type` field
+//! listing message types one of which is an error (`RESPONSE`, `ERROR`) is filled per outcome
+//! like a text status. The mapping runtime reads top-level fields only, so such a mapping
+//! serves through its JavaScript handler.
+//!
 //! # Types
 //! A request field feeds an input when every JSON type the protocol allows is accepted by the
 //! input (`integer` fits `number`); an output field feeds a response field when every type it
@@ -141,7 +153,7 @@ impl Plan {
 ///
 /// Each capability is planned over the request's and response's top-level fields first; when
 /// that does not serve the protocol and the schemas hold objects, again with the fields inside
-/// those objects (see [`paths`]), and the better of the two counts.
+/// those objects (see the module docs), and the better of the two counts.
 pub fn plan(doc: &ProtocolDoc, capabilities: &[DeclaredCapability]) -> Option<Plan> {
     let codes = status_codes(doc.sections().error_handling.as_deref().unwrap_or(""));
     let nestable = paths::nestable(doc.request_schema()) || paths::nestable(doc.response_schema());
