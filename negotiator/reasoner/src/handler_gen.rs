@@ -17,6 +17,8 @@ use serde_json::Value;
 
 use parley_mapping::{Mapping, ResponseField, Source, StatusCodes, StatusShape};
 
+use crate::planner::segments;
+
 /// JavaScript source of a string/JSON literal.
 fn js(value: &Value) -> String {
     // JSON is valid JavaScript for every value except the two line separators inside strings,
@@ -31,8 +33,34 @@ fn js_str(s: &str) -> String {
     js(&Value::String(s.to_owned()))
 }
 
-/// A property access that works for any field name: `request.productId` or `request["a-b"]`.
+/// A property access for a mapping name (a plain field or a path, see
+/// [`segments`](crate::planner::segments)), for assignment: `response.header.id`.
 fn access(object: &str, field: &str) -> String {
+    chain(object, field, "")
+}
+
+/// A property access for reading: a path goes through objects that may be missing with optional
+/// chaining (`request.header?.id`), which yields `undefined` like a missing plain field.
+fn read(object: &str, field: &str) -> String {
+    chain(object, field, "?")
+}
+
+fn chain(object: &str, field: &str, optional: &str) -> String {
+    let mut out = String::new();
+    for (i, segment) in segments(field).iter().enumerate() {
+        let base = if i == 0 {
+            object.to_owned()
+        } else {
+            format!("{out}{optional}")
+        };
+        out = step(&base, segment);
+    }
+    out
+}
+
+/// One property step that works for any field name: `request.productId` or `request["a-b"]`
+/// (`request?.["a-b"]` after an optional `?`).
+fn step(object: &str, field: &str) -> String {
     let ident = field
         .chars()
         .next()
@@ -40,10 +68,10 @@ fn access(object: &str, field: &str) -> String {
         && field
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
-    if ident {
-        format!("{object}.{field}")
-    } else {
-        format!("{object}[{}]", js_str(field))
+    match (ident, object.strip_suffix('?')) {
+        (true, _) => format!("{object}.{field}"),
+        (false, Some(base)) => format!("{base}?.[{}]", js_str(field)),
+        (false, None) => format!("{object}[{}]", js_str(field)),
     }
 }
 
@@ -132,7 +160,7 @@ fn check_request(mapping: &Mapping) -> String {
                 ));
             }
         }
-        let _ = writeln!(out, "  value = {};", access("request", &c.field));
+        let _ = writeln!(out, "  value = {};", read("request", &c.field));
         if c.required {
             let _ = writeln!(
                 out,
@@ -204,6 +232,18 @@ fn respond(mapping: &Mapping) -> String {
     out.push_str("function respond(request, code, message, result) {\n");
     out.push_str("  const ok = result !== undefined && result !== null;\n");
     out.push_str("  const response = {};\n");
+    // The objects that hold nested fields, each before the objects inside it.
+    let mut objects: Vec<Vec<String>> = Vec::new();
+    for r in &mapping.response {
+        let path = segments(&r.field);
+        for depth in 1..path.len() {
+            let object = path[..depth].to_vec();
+            if !objects.contains(&object) {
+                let _ = writeln!(out, "  {} = {{}};", access("response", &pointer(&object)));
+                objects.push(object);
+            }
+        }
+    }
     for r in &mapping.response {
         out.push_str(&response_field(mapping, r));
     }
@@ -224,7 +264,7 @@ fn response_field(mapping: &Mapping, r: &ResponseField) -> String {
                 .find(|c| &c.field == field)
                 .map(|c| c.types.clone())
                 .unwrap_or_default();
-            let value = access("request", field);
+            let value = read("request", field);
             if r.required {
                 let types = js(&Value::Array(
                     types.into_iter().map(Value::String).collect(),
@@ -267,6 +307,17 @@ fn response_field(mapping: &Mapping, r: &ResponseField) -> String {
             if_ok("ok", &then, otherwise_null())
         }
         Source::Output => if_ok("ok", &format!("{target} = result;"), otherwise_null()),
+    }
+}
+
+/// The mapping name of the field at `path`: the plain name at the top level, else its pointer.
+fn pointer(path: &[String]) -> String {
+    match path {
+        [name] => name.clone(),
+        _ => path
+            .iter()
+            .map(|s| format!("/{}", s.replace('~', "~0").replace('/', "~1")))
+            .collect(),
     }
 }
 
@@ -319,7 +370,7 @@ fn handle(mapping: &Mapping) -> String {
     );
     out.push_str("  const args = {};\n");
     for a in &mapping.arguments {
-        let from = access("request", &a.request);
+        let from = read("request", &a.request);
         let to = access("args", &a.input);
         let required = mapping
             .checks
@@ -394,5 +445,9 @@ mod tests {
         assert_eq!(access("r", "product-id"), "r[\"product-id\"]");
         assert_eq!(access("r", "2x"), "r[\"2x\"]");
         assert_eq!(access("r", "a\"b"), "r[\"a\\\"b\"]");
+        assert_eq!(access("r", "/header/reply_to"), "r.header.reply_to");
+        assert_eq!(read("r", "/header/id"), "r.header?.id");
+        assert_eq!(read("r", "/a-b/c~1d"), "r[\"a-b\"]?.[\"c/d\"]");
+        assert_eq!(pointer(&["a".into(), "b/c".into()]), "/a/b~1c");
     }
 }

@@ -584,3 +584,190 @@ async fn drafts_and_counter_proposals_verify_under_node() {
     assert!(report.passed(), "{}", report.failure_description());
     assert_eq!(report.cases.len(), 1);
 }
+
+/// The seed-003 example: messages are envelopes (`header` + `body`), so the plan reads and
+/// writes fields inside objects, named by JSON Pointer.
+mod envelope {
+    use super::*;
+
+    fn capabilities() -> Vec<DeclaredCapability> {
+        let caps = Capabilities::load(&repo().join("examples/seed003/capabilities.toml"), |_| None)
+            .expect("the seed-003 capabilities load");
+        DeclaredCapability::all(&caps)
+    }
+
+    fn text() -> String {
+        std::fs::read_to_string(repo().join("examples/seed003/protocols/station-reading.md"))
+            .expect("seed-003 protocol")
+    }
+
+    fn source_of<'m>(mapping: &'m parley_reasoner::mapping::Mapping, field: &str) -> &'m Source {
+        &mapping
+            .response
+            .iter()
+            .find(|r| r.field == field)
+            .unwrap_or_else(|| panic!("no response field {field}: {mapping:#?}"))
+            .source
+    }
+
+    #[test]
+    fn plans_nested_request_and_reply_header_fields() {
+        let doc = ProtocolDoc::parse(text()).expect("parses");
+        let Evaluation::Accept { mapping } =
+            BuiltinProtocolReasoner.evaluate_sync(&doc, &capabilities())
+        else {
+            panic!("the seed-003 protocol is served");
+        };
+        assert_eq!(mapping.capability, "getStationReading");
+        assert_eq!(mapping.arguments.len(), 1);
+        assert_eq!(mapping.arguments[0].input, "stationId");
+        assert_eq!(mapping.arguments[0].request, "/body/stationId");
+        let echo = |field: &str| Source::Echo {
+            field: field.to_owned(),
+        };
+        assert_eq!(source_of(&mapping, "/header/reply_to"), &echo("/header/id"));
+        assert_eq!(
+            source_of(&mapping, "/header/sender"),
+            &echo("/header/receiver")
+        );
+        assert_eq!(
+            source_of(&mapping, "/header/receiver"),
+            &echo("/header/sender")
+        );
+        assert_eq!(
+            source_of(&mapping, "/header/conversation_id"),
+            &echo("/header/conversation_id")
+        );
+        assert!(matches!(
+            source_of(&mapping, "/header/type"),
+            Source::Status { .. }
+        ));
+        assert!(matches!(
+            source_of(&mapping, "/body/reading"),
+            Source::OutputObject { .. }
+        ));
+        // The reply's own id and timestamp are never the query's.
+        assert!(
+            !mapping
+                .response
+                .iter()
+                .any(|r| r.field == "/header/id" || r.field == "/header/timestamp"),
+            "{mapping:#?}"
+        );
+        let handler = BuiltinProtocolReasoner
+            .generate_sync(&doc, &capabilities(), Some(&mapping))
+            .expect("generates");
+        assert!(
+            handler.compiled.is_none(),
+            "the mapping runtime reads top-level fields only"
+        );
+    }
+
+    #[tokio::test]
+    async fn generated_handler_passes_its_test_cases_under_node() {
+        if !node_available() {
+            eprintln!("skipped: `node` is not installed");
+            return;
+        }
+        let doc = ProtocolDoc::parse(text()).expect("parses");
+        let handler = BuiltinProtocolReasoner
+            .generate_handler(&doc, &capabilities(), None)
+            .await
+            .expect("generates");
+        let report = verify::verify(&doc, &NodeRunner, &handler.source).await;
+        assert!(
+            report.passed(),
+            "{}\n{}",
+            report.failure_description(),
+            handler.source
+        );
+        assert_eq!(report.cases.len(), 3);
+        // A body that is not an object, and a header that is missing, are bad requests too.
+        for request in [
+            json!({"header": {"version": "1.0", "sender": "a", "receiver": "b", "type": "QUERY",
+                "id": "q", "timestamp": "t", "content_type": "application/json"}, "body": "WS-101"}),
+            json!({"body": {"stationId": "WS-101"}}),
+        ] {
+            let answer = NodeRunner
+                .run(&handler.source, request.clone(), Fixtures::default())
+                .await
+                .expect("runs");
+            assert_eq!(
+                answer["body"]["status"]["code"], 400,
+                "{request} → {answer}"
+            );
+            assert_eq!(answer["header"]["type"], "ERROR", "{answer}");
+        }
+    }
+
+    /// An INFORM answered by an ACKNOWLEDGE plans the same way, given a capability that records
+    /// what it is told (declared here: the example's bindings are read-only lookups).
+    #[tokio::test]
+    async fn inform_is_acknowledged() {
+        let header = |types: Value, reply: bool| {
+            let mut props = json!({
+                "version": {"type": "string", "const": "1.0"},
+                "sender": {"type": "string"}, "receiver": {"type": "string"},
+                "type": {"type": "string", "enum": types},
+                "id": {"type": "string"}, "content_type": {"type": "string", "const": "application/json"}
+            });
+            let mut required = vec!["version", "sender", "receiver", "type", "content_type"];
+            if reply {
+                props["reply_to"] = json!({"type": "string"});
+                required.push("reply_to");
+            } else {
+                required.push("id");
+            }
+            json!({"type": "object", "properties": props, "required": required})
+        };
+        let text = protocol(
+            json!({"type": "object", "required": ["header", "body"], "properties": {
+                "header": header(json!(["INFORM"]), false),
+                "body": {"type": "object", "required": ["stationId", "temperatureC"], "properties": {
+                    "stationId": {"type": "string"}, "temperatureC": {"type": "number"}}}}}),
+            json!({"type": "object", "required": ["header", "body"], "properties": {
+                "header": header(json!(["ACKNOWLEDGE", "ERROR"]), true),
+                "body": {"type": "object", "required": ["status"], "properties": {
+                    "status": {"type": "object", "required": ["code"], "properties": {
+                        "code": {"type": "integer"}, "message": {"type": "string"}}},
+                    "receiptId": {"type": "string"}}}}}),
+            Some(json!([{
+                "name": "reading recorded",
+                "request": {"header": {"version": "1.0", "sender": "a", "receiver": "b",
+                    "type": "INFORM", "id": "i-1", "content_type": "application/json"},
+                    "body": {"stationId": "WS-101", "temperatureC": 6.5}},
+                "expectedResponse": {"header": {"type": "ACKNOWLEDGE", "reply_to": "i-1",
+                    "sender": "b", "receiver": "a"},
+                    "body": {"status": {"code": 200}, "receiptId": "r-9"}},
+                "fixtures": {"recordObservation": [{
+                    "args": {"stationId": "WS-101", "temperatureC": 6.5},
+                    "result": {"receiptId": "r-9"}}]}
+            }])),
+        );
+        let capability = DeclaredCapability {
+            name: "recordObservation".into(),
+            description: "Records a station's observation and returns a receipt.".into(),
+            input_schema: json!({"type": "object", "required": ["stationId", "temperatureC"],
+                "properties": {"stationId": {"type": "string"}, "temperatureC": {"type": "number"}}}),
+            output_schema: json!({"type": "object", "required": ["receiptId"],
+                "properties": {"receiptId": {"type": "string"}}}),
+            read_only: false,
+        };
+        let doc = ProtocolDoc::parse(text).expect("parses");
+        let handler = BuiltinProtocolReasoner
+            .generate_handler(&doc, &[capability], None)
+            .await
+            .expect("an INFORM protocol is served");
+        if !node_available() {
+            eprintln!("skipped running it: `node` is not installed");
+            return;
+        }
+        let report = verify::verify(&doc, &NodeRunner, &handler.source).await;
+        assert!(
+            report.passed(),
+            "{}\n{}",
+            report.failure_description(),
+            handler.source
+        );
+    }
+}

@@ -13,6 +13,18 @@
 //! matches a capability input `<entity>Id`, where the entity is the capability name without its
 //! verb and generic suffix (`getProductInfo` → `product`).
 //!
+//! # Fields inside objects
+//! When the top-level fields do not serve the protocol and its schemas hold objects (a message
+//! envelope such as seed 003's `header` + `body`), the planner plans again with the fields
+//! inside those objects, named by JSON Pointer (`/body/stationId`; see [`segments`]), matching
+//! on their own names. A response object that no source fills as a whole (or that would only
+//! echo the request's) is filled field by field. In an object holding a reply link (`reply_to`,
+//! `in_reply_to`) the link takes the request's message id from the same place, `sender` and
+//! `receiver` swap, and the reply's own `id` and `timestamp` are never echoed. A `type` field
+//! listing message types one of which is an error (`RESPONSE`, `ERROR`) is filled per outcome
+//! like a text status. The mapping runtime reads top-level fields only, so such a mapping
+//! serves through its JavaScript handler.
+//!
 //! # Types
 //! A request field feeds an input when every JSON type the protocol allows is accepted by the
 //! input (`integer` fits `number`); an output field feeds a response field when every type it
@@ -33,17 +45,20 @@
 //!    ([`Source::ErrorMessage`](parley_mapping::Source::ErrorMessage)).
 
 mod names;
+mod paths;
 mod sources;
 
 use parley_anp::protocol::ProtocolDoc;
-use parley_mapping::{Argument, Mapping, RequestCheck, ResponseField, StatusCodes};
+use parley_mapping::{Argument, Mapping, RequestCheck, ResponseField, Source, StatusCodes};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use names::{CaseStyle, key, words};
+pub use paths::segments;
 
 use self::names::{entity_words, names_match};
-use self::sources::source_for;
+use self::paths::RequestField;
+use self::sources::{reply_source, source_for};
 use crate::schema::{allowed_values, json_types, properties, required, types_fit};
 
 /// What the built-in reasoner knows about one capability: the declaration, no binding.
@@ -135,34 +150,44 @@ impl Plan {
 
 /// Maps the protocol onto each capability and returns the best plan, or `None` when no
 /// capability relates to the protocol at all (no input and no output field matches).
+///
+/// Each capability is planned over the request's and response's top-level fields first; when
+/// that does not serve the protocol and the schemas hold objects, again with the fields inside
+/// those objects (see the module docs), and the better of the two counts.
 pub fn plan(doc: &ProtocolDoc, capabilities: &[DeclaredCapability]) -> Option<Plan> {
     let codes = status_codes(doc.sections().error_handling.as_deref().unwrap_or(""));
+    let nestable = paths::nestable(doc.request_schema()) || paths::nestable(doc.response_schema());
     let mut best: Option<Plan> = None;
     for cap in capabilities {
-        let plan = plan_one(doc, cap, codes);
+        let flat = plan_one(doc, cap, codes, false);
+        let plan = if flat.accepts() || !nestable {
+            flat
+        } else {
+            let nested = plan_one(doc, cap, codes, true);
+            if rank(&nested) > rank(&flat) {
+                nested
+            } else {
+                flat
+            }
+        };
         if plan.score == 0 {
             continue;
         }
-        let better = match &best {
-            None => true,
-            // Prefer plans that serve the protocol, then fewer blocking gaps, then more matches;
-            // ties keep the first (capabilities are in name order).
-            Some(b) => {
-                let key = |p: &Plan| {
-                    (
-                        p.accepts(),
-                        std::cmp::Reverse(p.gaps.iter().filter(|g| g.blocking()).count()),
-                        p.score,
-                    )
-                };
-                key(&plan) > key(b)
-            }
-        };
-        if better {
+        // Ties keep the first (capabilities are in name order).
+        if best.as_ref().is_none_or(|b| rank(&plan) > rank(b)) {
             best = Some(plan);
         }
     }
     best
+}
+
+/// Plans that serve the protocol first, then fewer blocking gaps, then more matches.
+fn rank(p: &Plan) -> (bool, std::cmp::Reverse<usize>, usize) {
+    (
+        p.accepts(),
+        std::cmp::Reverse(p.gaps.iter().filter(|g| g.blocking()).count()),
+        p.score,
+    )
 }
 
 /// A plan's gaps and score while it is being built.
@@ -172,14 +197,22 @@ struct Tally {
     score: usize,
 }
 
-fn plan_one(doc: &ProtocolDoc, cap: &DeclaredCapability, codes: StatusCodes) -> Plan {
-    let req = doc.request_schema();
-    let req_props = properties(req);
+fn plan_one(doc: &ProtocolDoc, cap: &DeclaredCapability, codes: StatusCodes, nested: bool) -> Plan {
+    let req_fields = paths::request_fields(doc.request_schema(), nested);
     let entity_words = entity_words(&cap.name);
     let mut tally = Tally::default();
-    let arguments = map_arguments(req, &req_props, cap, &entity_words, &mut tally);
-    let checks = request_checks(req, &req_props);
-    let response = map_response(doc.response_schema(), &req_props, cap, &mut tally);
+    let arguments = map_arguments(&req_fields, cap, &entity_words, &mut tally);
+    let checks = request_checks(&req_fields);
+    let mut response = Vec::new();
+    map_response(
+        doc.response_schema(),
+        None,
+        nested,
+        &req_fields,
+        cap,
+        &mut tally,
+        &mut response,
+    );
     if !response.iter().any(|r| r.source.carries_data()) {
         tally.gaps.push(Gap::NoData);
     }
@@ -198,33 +231,40 @@ fn plan_one(doc: &ProtocolDoc, cap: &DeclaredCapability, codes: StatusCodes) -> 
     }
 }
 
-/// Request side: every capability input from a request field.
+/// Request side: every capability input from a request field, preferring a field with the
+/// input's own name over one matched through the entity (`id` for `productId`).
 fn map_arguments(
-    req: &Value,
-    req_props: &[(String, &Value)],
+    req_fields: &[RequestField<'_>],
     cap: &DeclaredCapability,
     entity_words: &[String],
     tally: &mut Tally,
 ) -> Vec<Argument> {
-    let req_required = required(req);
     let mut arguments = Vec::new();
     for (input, input_schema) in properties(&cap.input_schema) {
         let input_required = required(&cap.input_schema).contains(input.as_str());
-        let found = req_props.iter().find(|(name, schema)| {
-            names_match(name, &input, entity_words) && types_fit(schema, input_schema)
-        });
+        let fits = |f: &&RequestField<'_>| types_fit(f.schema, input_schema);
+        let found = req_fields
+            .iter()
+            .filter(fits)
+            .find(|f| key(&paths::leaf(&f.name)) == key(&input))
+            .or_else(|| {
+                req_fields
+                    .iter()
+                    .filter(fits)
+                    .find(|f| names_match(&paths::leaf(&f.name), &input, entity_words))
+            });
         match found {
-            Some((name, _)) => {
+            Some(f) => {
                 tally.score += 1;
-                if input_required && !req_required.contains(name.as_str()) {
+                if input_required && !f.always {
                     tally.gaps.push(Gap::OptionalInput {
                         input: input.clone(),
-                        request: name.clone(),
+                        request: f.name.clone(),
                     });
                 }
                 arguments.push(Argument {
                     input: input.clone(),
-                    request: name.clone(),
+                    request: f.name.clone(),
                 });
             }
             None if input_required => tally.gaps.push(Gap::MissingInput {
@@ -236,44 +276,71 @@ fn map_arguments(
     arguments
 }
 
-/// The checks of every request field: presence, JSON types, allowed values.
-fn request_checks(req: &Value, req_props: &[(String, &Value)]) -> Vec<RequestCheck> {
-    let req_required = required(req);
-    req_props
+/// The checks of every request field: presence, JSON types, allowed values. A nested field's
+/// presence is checked within its parent object, which is checked before it.
+fn request_checks(req_fields: &[RequestField<'_>]) -> Vec<RequestCheck> {
+    req_fields
         .iter()
-        .map(|(name, schema)| RequestCheck {
-            field: name.clone(),
-            types: json_types(schema)
+        .map(|f| RequestCheck {
+            field: f.name.clone(),
+            types: json_types(f.schema)
                 .map(|t| t.into_iter().collect())
                 .unwrap_or_default(),
-            required: req_required.contains(name.as_str()),
-            allowed: allowed_values(schema),
+            required: f.required,
+            allowed: allowed_values(f.schema),
         })
         .collect()
 }
 
-/// Response side: a source for every response field, or a gap.
+/// Response side: a source for every field of `resp` (the response, or with `prefix` an object
+/// inside it), or a gap. With `nested`, an object field that no source fills as a whole, or
+/// that would only echo the request's object, is filled field by field.
 fn map_response(
     resp: &Value,
-    req_props: &[(String, &Value)],
+    prefix: Option<&str>,
+    nested: bool,
+    req_fields: &[RequestField<'_>],
     cap: &DeclaredCapability,
     tally: &mut Tally,
-) -> Vec<ResponseField> {
+    response: &mut Vec<ResponseField>,
+) {
     let output = &cap.output_schema;
     let output_props = properties(output);
     let resp_required = required(resp);
-    let mut response = Vec::new();
-    for (field, schema) in properties(resp) {
-        let is_required = resp_required.contains(field.as_str());
+    let siblings: Vec<String> = properties(resp).into_iter().map(|(n, _)| n).collect();
+    for (name, schema) in properties(resp) {
+        let field = match prefix {
+            Some(p) => paths::child(p, &name),
+            None => name.clone(),
+        };
+        let is_required = resp_required.contains(name.as_str());
         let nullable = json_types(schema).is_none_or(|t| t.contains("null"));
-        let source = source_for(
-            &field,
-            schema,
-            req_props,
-            output,
-            &output_props,
-            &mut tally.score,
-        );
+        let mut score = 0;
+        let source = match prefix.and_then(|_| reply_source(&field, &siblings, req_fields)) {
+            Some(reply) => reply,
+            None => source_for(
+                &field,
+                schema,
+                req_fields,
+                output,
+                &output_props,
+                &mut score,
+            ),
+        };
+        let whole = matches!(source, Some(ref s) if !matches!(s, Source::Echo { .. }));
+        if nested && !whole && paths::opens(schema) {
+            map_response(
+                schema,
+                Some(&field),
+                nested,
+                req_fields,
+                cap,
+                tally,
+                response,
+            );
+            continue;
+        }
+        tally.score += score;
         match source {
             Some(source) => response.push(ResponseField {
                 field,
@@ -285,7 +352,6 @@ fn map_response(
             None => tally.gaps.push(Gap::UnservedOptional { field }),
         }
     }
-    response
 }
 
 /// The entity's name for messages such as "Product not found": its words, capitalised.

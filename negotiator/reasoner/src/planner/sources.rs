@@ -7,18 +7,22 @@ use parley_mapping::{Source, StatusShape};
 use serde_json::Value;
 
 use super::names::key;
+use super::paths::{RequestField, leaf, parent};
 use crate::schema::{allowed_values, json_types, properties, required, types_fit};
 
-/// Where response field `field` comes from, if anywhere (see the module docs for the order);
-/// adds the matched fields to `score`.
+/// Where response field `path` (a plain name or a path) comes from, if anywhere (see the
+/// module docs for the order); adds the matched fields to `score`. Names match on the field's
+/// own name, the last segment of its path.
 pub(super) fn source_for(
-    field: &str,
+    path: &str,
     schema: &Value,
-    req_props: &[(String, &Value)],
+    req_fields: &[RequestField<'_>],
     output: &Value,
     output_props: &[(String, &Value)],
     score: &mut usize,
 ) -> Option<Source> {
+    let field = leaf(path);
+    let field = field.as_str();
     // 1. A same-named output field.
     if let Some((name, out_schema)) = output_props
         .iter()
@@ -73,11 +77,13 @@ pub(super) fn source_for(
         return Some(Source::Constant { value });
     }
     // 5. An echoed request field.
-    if let Some((name, req_schema)) = req_props.iter().find(|(name, _)| key(name) == key(field))
-        && types_fit(req_schema, schema)
+    if let Some(f) = req_fields
+        .iter()
+        .find(|f| key(&leaf(&f.name)) == key(field))
+        && types_fit(f.schema, schema)
     {
         return Some(Source::Echo {
-            field: name.clone(),
+            field: f.name.clone(),
         });
     }
     // 6. An error text.
@@ -92,9 +98,62 @@ pub(super) fn source_for(
     None
 }
 
+/// The source of a field of a reply's message header, when `path` is one: an object (not the
+/// top level) that also holds a reply link (`reply_to`, `in_reply_to`). In such a header
+/// - the reply link echoes the request's message id (`id`, `message_id`) from the same place;
+/// - `sender` echoes the request's `receiver` and `receiver` the request's `sender`;
+/// - `id`, `message_id` and `timestamp` are the reply's own and never echo the request
+///   (`Some(None)`: no source).
+///
+/// `None` when `path` is not such a field.
+pub(super) fn reply_source(
+    path: &str,
+    siblings: &[String],
+    req_fields: &[RequestField<'_>],
+) -> Option<Option<Source>> {
+    let is_link = |k: &str| matches!(k, "replyto" | "inreplyto");
+    if !siblings.iter().any(|s| is_link(&key(s))) {
+        return None;
+    }
+    let here = parent(path);
+    let from_request = |names: &[&str]| {
+        req_fields
+            .iter()
+            .find(|f| parent(&f.name) == here && names.contains(&key(&leaf(&f.name)).as_str()))
+            .map(|f| Source::Echo {
+                field: f.name.clone(),
+            })
+    };
+    match key(&leaf(path)).as_str() {
+        k if is_link(k) => Some(from_request(&["id", "messageid"])),
+        "sender" => Some(from_request(&["receiver"])),
+        "receiver" => Some(from_request(&["sender"])),
+        "id" | "messageid" | "timestamp" => Some(None),
+        _ => None,
+    }
+}
+
+/// Whether a `type` field lists message types, one of them an error (`RESPONSE`, `ERROR`): a
+/// word per outcome, like a text status.
+fn message_type(field: &str, schema: &Value) -> bool {
+    let words: Vec<String> = allowed_values(schema)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(key))
+        .collect();
+    matches!(key(field).as_str(), "type" | "messagetype")
+        && words.len() > 1
+        && words
+            .iter()
+            .any(|w| w.contains("error") || w.contains("fail"))
+}
+
 /// The shape of a status field (`status`, `statusCode`, `code`, …): an object with a code and a
 /// message field, an integer code, or a text status.
 fn status_shape(field: &str, schema: &Value) -> Option<StatusShape> {
+    if message_type(field, schema) {
+        return Some(text_status(schema));
+    }
     let k = key(field);
     if !matches!(
         k.as_str(),

@@ -97,10 +97,18 @@ impl BuiltinProtocolReasoner {
                 }
             },
         };
+        // The mapping runtime reads top-level fields only: a mapping that names fields inside
+        // objects has the JavaScript handler and no compiled form.
+        let nested = mapping.checks.iter().any(|c| c.field.starts_with('/'))
+            || mapping.response.iter().any(|r| r.field.starts_with('/'));
         Ok(GeneratedHandler {
             source: handler_gen::generate(&mapping, &doc.hash().to_hex()),
             grants: vec![mapping.capability.clone()],
-            compiled: serde_json::to_value(&mapping).ok(),
+            compiled: if nested {
+                None
+            } else {
+                serde_json::to_value(&mapping).ok()
+            },
         })
     }
 }
