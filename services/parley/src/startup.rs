@@ -23,6 +23,8 @@ use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
 use crate::negotiation::provider::Provider;
 use crate::server::{self, AppState};
 
+mod database;
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -48,6 +50,8 @@ pub enum StartupError {
     },
     #[error("cannot open the database")]
     Store(#[source] StoreError),
+    #[error(transparent)]
+    Postgres(#[from] database::PostgresError),
     #[error("the sandbox could not be set up")]
     Sandbox(#[source] SandboxError),
     #[error("cannot listen on {addr}")]
@@ -128,9 +132,15 @@ pub fn build_protocol_reasoner(
 }
 
 /// Opens the database (creating the SQLite file and its directory on first start) and
-/// applies migrations.
+/// applies migrations. PostgreSQL is connected to within
+/// [`Settings::database_connect_timeout`] (see [`database`]).
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupError> {
     let url = settings.database_url();
+    if let Some(server) = database::PostgresServer::of(&url) {
+        return Ok(server
+            .connect(&url, settings.database_connect_timeout())
+            .await?);
+    }
     if settings.database_url.is_none() {
         std::fs::create_dir_all(&settings.data_dir).map_err(|source| StartupError::DataDir {
             path: settings.data_dir.clone(),
@@ -150,15 +160,24 @@ pub struct Bound {
     pub upload_listener: TcpListener,
     pub addr: SocketAddr,
     pub upload_addr: SocketAddr,
+    /// The upload end-point's URL as peers are given it.
+    pub upload_url: String,
 }
 
 impl Bound {
-    /// Builds everything from validated settings: backends first, sockets last, so that a
-    /// bad capabilities file or database fails before anything listens.
+    /// Builds everything from validated settings: what the settings name first (capabilities,
+    /// reasoners), then the sockets, then the database and the sandbox, so that a bad file
+    /// fails before anything listens and a port in use fails before the database is opened
+    /// or the sandbox warms up.
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
         let capabilities = load_capabilities(settings.capabilities.as_deref())?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
+        let protocol_reasoner = build_protocol_reasoner(settings)?;
+        let listen_on = settings.listen.resolve("listen").await?;
+        let upload_on = settings.upload_listen.resolve("upload_listen").await?;
+        let (listener, addr) = listen(&listen_on).await?;
+        let (upload_listener, upload_addr) = listen(&upload_on).await?;
         let store = open_store(settings).await?;
         crate::metrics::install();
         let mut sandbox_config = settings.sandbox.clone();
@@ -178,7 +197,6 @@ impl Bound {
                 }
             });
         }
-        let protocol_reasoner = build_protocol_reasoner(settings)?;
         let provider = Arc::new(Provider::new(
             store.clone(),
             capabilities.clone(),
@@ -187,8 +205,14 @@ impl Bound {
             sandbox,
             settings.negotiation,
         ));
-        let (listener, addr) = listen(settings.listen).await?;
-        let (upload_listener, upload_addr) = listen(settings.upload_listen).await?;
+        let upload_base = settings.upload_base_url(upload_addr);
+        if settings.upload_public_url.is_none() && upload_addr.ip().is_unspecified() {
+            tracing::warn!(
+                uploads = %format!("{upload_base}/upload"),
+                "peers are given an upload URL on an unspecified address they cannot reach; \
+                 set PARLEY_UPLOAD_PUBLIC_URL (upload_public_url) to one they can"
+            );
+        }
         let agent = Agent::new(
             store,
             reasoner,
@@ -196,7 +220,7 @@ impl Bound {
             provider,
             AgentSettings {
                 agent_id: settings.agent_id.clone(),
-                upload_base: settings.upload_base_url(upload_addr),
+                upload_base: upload_base.clone(),
                 history_messages: settings.limits.history_messages,
             },
         );
@@ -206,6 +230,7 @@ impl Bound {
             upload_listener,
             addr,
             upload_addr,
+            upload_url: format!("{upload_base}/upload"),
         })
     }
 
@@ -217,7 +242,7 @@ impl Bound {
         let backends = self.state.agent.backends();
         tracing::info!(
             nlip = %format!("http://{}/nlip", self.addr),
-            uploads = %format!("http://{}/upload", self.upload_addr),
+            uploads = %self.upload_url,
             store = backends.store,
             reasoner = backends.reasoner,
             capabilities = backends.capabilities,
@@ -233,12 +258,24 @@ impl Bound {
     }
 }
 
-/// A listener bound to `addr`, and the address it got (the port the OS chose for port 0).
-async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
-    let failed = |source| StartupError::Listen { addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(failed)?;
-    let bound = listener.local_addr().map_err(failed)?;
-    Ok((listener, bound))
+/// A listener bound to the first of `addrs` (what a [`crate::config::ListenAddr`] resolved to) that can be
+/// bound, and the address it got (the port the OS chose for port 0).
+async fn listen(addrs: &[SocketAddr]) -> Result<(TcpListener, SocketAddr), StartupError> {
+    let mut failure = None;
+    for &candidate in addrs {
+        let failed = |source| StartupError::Listen {
+            addr: candidate,
+            source,
+        };
+        match TcpListener::bind(candidate).await {
+            Ok(listener) => {
+                let bound = listener.local_addr().map_err(failed)?;
+                return Ok((listener, bound));
+            }
+            Err(e) => failure = Some(failed(e)),
+        }
+    }
+    Err(failure.expect("ListenAddr::resolve returns at least one address"))
 }
 
 /// Completes on SIGINT or SIGTERM.
