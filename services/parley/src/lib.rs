@@ -2,8 +2,9 @@
 //!
 //! # Layout
 //! - [`config`]: settings from defaults, file, environment and flags; validated up front.
-//! - [`startup`]: picks the concrete store, reasoner and capabilities, binds the sockets;
-//!   [`startup::StartupError`] says why a server could not start.
+//! - [`startup`]: picks the concrete store, reasoner and capabilities, binds the sockets
+//!   before it opens the database or warms the sandbox; [`startup::StartupError`] says why a
+//!   server could not start.
 //! - [`server`]: the transports. `listener` (the NLIP listener's accept loop and its
 //!   per-connection service, which answers `POST /nlip` itself), `http` (that one
 //!   `POST /nlip` path, health, metrics), `websocket` (ECMA-432), `upload` (the upload port).

@@ -133,7 +133,7 @@ pub fn build_protocol_reasoner(
 
 /// Opens the database (creating the SQLite file and its directory on first start) and
 /// applies migrations. PostgreSQL is connected to within
-/// [`Settings::database_connect_timeout`] (see [`database`]).
+/// [`Settings::database_connect_timeout`], its host and port logged first.
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupError> {
     let url = settings.database_url();
     if let Some(server) = database::PostgresServer::of(&url) {
