@@ -8,8 +8,8 @@
 #   4. structured calls through the agreed protocol: a product that exists, and one that does not
 #   5. the requester restarted; its next call is answered at 0-RTT from the agreement kept in its
 #      own PostgreSQL database (the provider counts no new negotiation)
-#   6. a request no capability covers, answered through the natural-language fallback (a hook:
-#      the requester's CLI does not offer that yet)
+#   6. a request no protocol fits, answered through the natural-language fallback
+# (the steps are scripts/story-lib.sh's, shared with the process story, examples/two-agents.sh)
 # then tears the stack down with its volumes. Fails (exit 1) on the first step that does not hold,
 # and on a machine without Docker; starts dockerd when it is installed but not running.
 #
@@ -42,8 +42,6 @@ done
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-parley-story}
 PROVIDER_PORT=${PROVIDER_PORT:-8080}
-PROVIDER=http://provider:8080/nlip
-PROTOCOL=/etc/parley/examples/protocols/product-info.md
 # Where --offline vendors the crates: inside the build context, outside the build's target directory.
 VENDOR=target/docker-vendor
 # How long the stack may take to become healthy, in seconds.
@@ -57,37 +55,8 @@ compose() { "${COMPOSE[@]}" "$@"; }
 # Runs the CLI in the requester's container, as the requester's operator would.
 requester() { compose exec -T requester parley "$@"; }
 
-# --- reporting -----------------------------------------------------------------------------------
-phase_start=$SECONDS
-timings=()
-phase_done() {
-  timings+=("$(printf '%-8s %4d s' "$1" $((SECONDS - phase_start)))")
-  phase_start=$SECONDS
-}
-step() { printf '\n== %s\n' "$*"; }
-show() { sed 's/^/   | /'; }
-ok() { echo "   ok: $*"; }
-fail_step() {
-  echo "   FAILED: $*" >&2
-  exit 1
-}
-# Runs a command, shows what it printed (stdout and stderr) and keeps it in $out; fails the step
-# when the command fails, unless the exit code is the one given with --status.
-out=""
-run() {
-  local want=0
-  if [[ "$1" == --status ]]; then
-    want=$2
-    shift 2
-  fi
-  echo "   \$ $*"
-  local code=0
-  out=$("$@" 2>&1) || code=$?
-  printf '%s\n' "$out" | show
-  ((code == want)) || fail_step "exit code $code, expected $want"
-}
-expect() { grep -qE -- "$1" <<<"$out" || fail_step "expected /$1/ in the output"; }
-reject() { if grep -qE -- "$1" <<<"$out"; then fail_step "did not expect /$1/ in the output"; fi; }
+# shellcheck source=scripts/story-lib.sh
+. scripts/story-lib.sh
 
 finish() {
   local code=$?
@@ -158,68 +127,16 @@ compose ps | show
 phase_done up
 
 # --- the story -----------------------------------------------------------------------------------
-step "1. the provider's published port answers on 127.0.0.1:$PROVIDER_PORT"
-run curl -fsS "http://127.0.0.1:$PROVIDER_PORT/health"
-expect '"status":"ok"'
-expect '"store":"postgres'
-ok "healthy, on PostgreSQL"
-
-step "2. a natural-language hello from the requester to the provider"
-run requester send "$PROVIDER" "What can you do?"
-expect 'getProductInfo'
-ok "the provider described its capabilities"
-
-step "3. the requester negotiates examples/protocols/product-info.md with the provider"
-run requester negotiate "$PROVIDER" --protocol "$PROTOCOL"
-expect '^status +agreed'
-hash=$(sed -n 's/^hash *\([0-9a-f]\{64\}\)$/\1/p' <<<"$out")
-[[ -n "$hash" ]] || fail_step "no protocol hash in the output"
-ok "agreed protocol $hash in $(sed -n 's/^rounds *//p' <<<"$out") round(s)"
-run requester protocols list
-expect "^$hash +requester "
-ok "the agreement is in the requester's store"
-
-step "4. structured calls through the agreed protocol"
-call() {
-  requester call "$PROVIDER" --protocol "$hash" \
-    --json "{\"messageId\":\"$1\",\"type\":\"REQUEST\",\"action\":\"getProductInfo\",\"productId\":\"$2\"}"
+PROVIDER=http://provider:8080
+PROVIDER_LOCAL=http://127.0.0.1:$PROVIDER_PORT
+PROTOCOLS=/etc/parley/examples/protocols
+EXPECT_STORE=postgres
+restart_requester() {
+  run compose restart requester
+  wait_healthy
 }
-run call story-1 P12345
-expect '"code": 200'
-expect '"productId": "P12345"'
-reject 'negotiated it again'
-ok "P12345 found"
-run call story-2 P99999
-expect '"code": 404'
-expect '"productInfo": null'
-ok "P99999 not found"
-
-step "5. the requester restarts; its next call is answered at 0-RTT from its stored agreement"
-metric() {
-  curl -fsS "http://127.0.0.1:$PROVIDER_PORT/metrics" |
-    awk -v name="$1" '$1 ~ "^"name"([{]|$)" { sum += $2 } END { print sum + 0 }'
-}
-negotiations_before=$(metric parley_negotiations_total)
-run compose restart requester
-wait_healthy
-run call story-3 P12345
-expect '"code": 200'
-reject 'negotiated it again'
-negotiations_after=$(metric parley_negotiations_total)
-((negotiations_after == negotiations_before)) ||
-  fail_step "the provider counted $((negotiations_after - negotiations_before)) new negotiation(s)"
-ok "answered through the stored agreement; the provider's negotiations stay at $negotiations_after"
-run requester negotiate "$PROVIDER" --protocol "$PROTOCOL"
-expect '^status +known to the provider \(0-RTT'
-expect '^rounds +0$'
-ok "a new hello finds the protocol known: 0-RTT, no rounds"
-
-step "6. a request no capability covers, answered through the natural-language fallback"
-# HOOK: the requester's CLI gains a natural-language fallback for requests no agreed protocol or
-# capability covers; this step runs it against the provider and checks the answer. Until the CLI
-# has it, the step is reported and not counted.
-echo "   not run: the requester's CLI has no natural-language fallback for uncovered requests"
+story_steps
 phase_done story
 
 echo
-echo "the two-agent story held: hello, negotiation, structured calls, 0-RTT after a restart"
+echo "the two-agent story held: hello, negotiation, structured calls, 0-RTT after a restart, natural-language fallback"

@@ -20,5 +20,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== the two-agent story, as processes (examples/two-agents.sh)"
+examples/two-agents.sh
 df -h . | sed 's/^/disk: /'
 du -sh target 2>/dev/null | sed 's/^/target: /' || true

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible chat-completions endpoint, as both model backends use it: its settings
 //! ([`OpenAiConfig`], with the [`ApiKey`] that never shows in logs) and [`ChatClient`], one
-//! request under the configured deadline and retries, its failures mapped to [`ReasonerError`]s.
+//! request under the configured deadline and retries, its failures mapped to [`ReasonerError`]s,
+//! its cost (the response's `usage`) counted in the caller's [`UsageMeter`].
 //!
 //! Bodies are never logged: a response body the client cannot read may echo the prompt, so a
 //! deserialisation failure keeps only the parser's message.
@@ -23,6 +24,7 @@ use tower::Layer;
 use tracing::Instrument;
 
 use crate::ReasonerError;
+use crate::usage::{ModelPurpose, TokenCount, UsageMeter};
 
 /// An API key. Its `Debug` never shows the value, so configs can be logged.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,18 +160,23 @@ impl ChatClient {
     }
 
     /// One chat-completions request under the configured deadline (retries included), in a
-    /// `model.call` span naming its purpose and the model, with the error's code recorded when
-    /// it fails. The request's messages are never recorded.
+    /// `model.call` span naming its purpose and the model, with the tokens the response reported
+    /// (or the error's code) recorded when it ends. The call is counted in `meter`, when there
+    /// is one, whatever its outcome: a response without `usage`, or no response, counts as a call
+    /// with unknown tokens. The request's messages are never recorded.
     pub(crate) async fn complete(
         &self,
-        purpose: Purpose,
+        purpose: ModelPurpose,
         request: CreateChatCompletionRequest,
+        meter: Option<&UsageMeter>,
     ) -> Result<CreateChatCompletionResponse, ReasonerError> {
         let span = tracing::info_span!(
             "model.call",
             purpose = purpose.as_str(),
             model = %self.config.model,
             code = tracing::field::Empty,
+            prompt_tokens = tracing::field::Empty,
+            completion_tokens = tracing::field::Empty,
         );
         let after = Duration::from_millis(self.config.timeout_ms);
         let chat = self.client.chat();
@@ -179,44 +186,24 @@ impl ChatClient {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) => Err(map_error(e, after)),
         };
-        if let Err(e) = &result {
-            span.record("code", e.code());
+        let tokens = match &result {
+            Ok(response) => response.usage.as_ref().map(|u| TokenCount {
+                prompt: u64::from(u.prompt_tokens),
+                completion: u64::from(u.completion_tokens),
+            }),
+            Err(e) => {
+                span.record("code", e.code());
+                None
+            }
+        };
+        if let Some(t) = tokens {
+            span.record("prompt_tokens", t.prompt);
+            span.record("completion_tokens", t.completion);
+        }
+        if let Some(meter) = meter {
+            meter.record(purpose, tokens);
         }
         result
-    }
-}
-
-/// Why a model is called: the `purpose` of its `model.call` span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Purpose {
-    /// One request of a natural-language answer (a tool round is one more).
-    Answer,
-    /// Accept, counter or reject a proposed protocol.
-    Evaluate,
-    /// The handler of an agreed protocol.
-    GenerateHandler,
-    /// A corrected handler after a failure.
-    FixHandler,
-    /// A requester's first protocol document.
-    Draft,
-    /// Accept, counter or reject proposed test cases.
-    EvaluateTestCases,
-    /// As a requester, accept or decline a provider's correction of a test expectation.
-    ReviewFix,
-}
-
-impl Purpose {
-    /// The span field's value: the name of the operation that makes the call.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Answer => "answer",
-            Purpose::Evaluate => "evaluate",
-            Purpose::GenerateHandler => "generate_handler",
-            Purpose::FixHandler => "fix_handler",
-            Purpose::Draft => "draft",
-            Purpose::EvaluateTestCases => "evaluate_test_cases",
-            Purpose::ReviewFix => "review_fix",
-        }
     }
 }
 

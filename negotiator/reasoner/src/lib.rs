@@ -22,6 +22,7 @@
 //! | [`draft`] | protocol documents Parley writes: the requester's first draft, and the rendering counter-proposals share |
 //! | `schema` | reading JSON Schemas (properties, required fields, types) |
 //! | `chat` | the OpenAI-compatible endpoint both model backends use ([`OpenAiConfig`], [`ApiKey`]) |
+//! | [`usage`] | what model calls cost: [`ModelPurpose`], and the [`UsageMeter`] a caller hands a backend through its `metered` view to count calls and tokens per purpose |
 //! | `config` | [`ReasonerConfig`], [`build`], [`build_protocol_reasoner`] |
 //! | [`mapping`] | re-export of the crate `parley-mapping`: the [`Mapping`] type, shared with the sandbox's mapping runtime |
 //! | `testing` | (feature `testing`) `ScriptedOpenAi`, a scripted OpenAI-compatible server on loopback for this crate's and the server's tests |
@@ -32,8 +33,10 @@
 //!   `testing`.
 //! - An `Ok` answer always has non-empty text, an `Ok` evaluation or handler is never empty;
 //!   every backend failure is a typed error ([`ReasonerError`], [`ProtocolReasonerError`]).
-//! - Every model request is one `model.call` span (purpose, model); prompts, bodies and API keys
-//!   are never logged (keys never even in `Debug`).
+//! - Every model request is one `model.call` span (purpose, model, the tokens its response
+//!   reported); prompts, bodies and API keys are never logged (keys never even in `Debug`).
+//! - Usage is counted where the caller asks, never process-wide: through a backend's `metered`
+//!   view, into the caller's [`UsageMeter`].
 
 mod chat;
 mod config;
@@ -47,6 +50,7 @@ mod schema;
 /// Scripted OpenAI-compatible server for tests (feature `testing`, never in the shipped binary).
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod usage;
 
 /// The handler plan the planner produces: the crate `parley-mapping`, shared with the sandbox's
 /// mapping runtime.
@@ -65,3 +69,4 @@ pub use protocol_reasoner::{
     BuiltinProtocolReasoner, Evaluation, GeneratedHandler, HybridProtocolReasoner,
     ModelAnswerError, OpenAiProtocolReasoner, ProtocolReasoner, ProtocolReasonerError,
 };
+pub use usage::{ModelPurpose, TokenCount, UsageMeter, UsageTally, metered, metered_protocol};

@@ -116,6 +116,34 @@ impl ScriptedReply {
     pub fn delayed(self, delay: Duration) -> Self {
         Self::Delayed(delay, Box::new(self))
     }
+
+    /// This completion reporting `usage` as `(prompt_tokens, completion_tokens)`, or with no
+    /// `usage` at all (`None`), as some OpenAI-compatible servers answer. Every completion
+    /// reports one prompt and one completion token unless told otherwise; replies that are not a
+    /// completion stay as they are.
+    pub fn with_usage(self, usage: Option<(u32, u32)>) -> Self {
+        match self {
+            Self::Json { status, mut body } if body.get("usage").is_some() => {
+                match usage {
+                    Some((prompt, completion)) => {
+                        body["usage"] = json!({
+                            "prompt_tokens": prompt,
+                            "completion_tokens": completion,
+                            "total_tokens": prompt + completion,
+                        });
+                    }
+                    None => {
+                        if let Some(object) = body.as_object_mut() {
+                            object.remove("usage");
+                        }
+                    }
+                }
+                Self::Json { status, body }
+            }
+            Self::Delayed(delay, inner) => Self::Delayed(delay, Box::new(inner.with_usage(usage))),
+            other => other,
+        }
+    }
 }
 
 /// A request the server received.

@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use parley_anp::ProtocolHash;
-use parley_capabilities::Capabilities;
+use parley_capabilities::{Capabilities, CapabilityError};
 use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
-use parley_reasoner::{DialogueTurn, NlRequest, Reasoner};
-use parley_store::{Direction, NewConversation, Store, StoreError, Upload};
+use parley_reasoner::{DialogueTurn, NlAnswer, NlRequest, Reasoner};
+use parley_store::{Direction, ModelUsageOwner, NewConversation, Store, StoreError, Upload};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -350,21 +350,31 @@ impl Agent {
             Some(id) => self.history(id).await?,
             None => Vec::new(),
         };
-        let answer = self
-            .reasoner
+        let backend = self.reasoner.backend();
+        let meter = parley_reasoner::UsageMeter::new();
+        let answer = parley_reasoner::metered(&self.reasoner, &meter)
             .answer(NlRequest {
                 text,
                 language: language.clone(),
                 history,
             })
-            .await
-            .map_err(|e| ApiError::Reasoner {
+            .await;
+        let owner = conversation.map(|id| ModelUsageOwner::Conversation(id.to_owned()));
+        crate::model_usage::settle(self.store.as_ref(), owner, &meter).await;
+        let answer = answer.map_err(|e| {
+            tracing::warn!(
+                backend,
+                code = e.code(),
+                error = %crate::error::chain(&e),
+                "the reasoner could not answer"
+            );
+            ApiError::Reasoner {
                 code: e.code().to_owned(),
                 message: e.to_string(),
-            })?;
-        crate::metrics::reasoner_call(self.reasoner.backend(), "answer");
-        crate::metrics::model_calls(answer.model_calls);
-        Ok(Message::text(language, answer.text))
+            }
+        })?;
+        crate::metrics::reasoner_call(backend, "answer");
+        answer_reply(language, answer)
     }
 
     /// Earlier text turns of the conversation, oldest first.
@@ -425,6 +435,38 @@ impl Agent {
         }
         Ok(found)
     }
+}
+
+/// The reply to a natural-language message: the reasoner's text first, then each capability
+/// result as a `structured`/`json` submessage labelled with the capability's name. An answer
+/// that reports a failed call is an NLIP error with the failure's code (the text, which names
+/// the capability, is its message).
+fn answer_reply(language: String, answer: NlAnswer) -> Result<Message, ApiError> {
+    if let Some(failure) = &answer.failure {
+        let code = failure.code();
+        match failure {
+            CapabilityError::BindingFailed { .. }
+            | CapabilityError::InvalidResult { .. }
+            | CapabilityError::Timeout { .. } => {
+                tracing::warn!(code, error = %failure, "a capability call failed");
+            }
+            _ => tracing::debug!(code, error = %failure, "a capability call was refused"),
+        }
+        return Err(ApiError::Capability {
+            code: code.to_owned(),
+            message: answer.text,
+        });
+    }
+    let mut reply = Message::text(language, answer.text);
+    for call in answer.capability_calls {
+        if let Ok(result) = call.result {
+            reply = reply.with_submessage(
+                Submessage::new(Format::Structured, "json", Content::Json(result))
+                    .with_label(call.capability),
+            );
+        }
+    }
+    Ok(reply)
 }
 
 /// Text of the first submessage and of every text submessage, in order.

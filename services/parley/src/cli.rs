@@ -2,6 +2,7 @@
 
 #[macro_use]
 mod output;
+mod inspect;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -91,9 +92,12 @@ pub enum Command {
     /// Send one request through a protocol and print the answer: the protocol agreed with the
     /// peer (0-RTT), negotiated first when there is none, or natural language when none can be.
     Call(CallArgs),
-    /// What this agent has agreed, with whom, and how it was verified.
+    /// What this agent has agreed, with whom, how it was verified, and what agreeing cost.
     #[command(subcommand)]
     Protocols(ProtocolsCommand),
+    /// Conversations this agent keeps: their logs and what their answers cost.
+    #[command(subcommand)]
+    Conversations(ConversationsCommand),
 }
 
 /// Where the local store of a requester lives (the same settings as `serve`).
@@ -205,6 +209,17 @@ pub enum ProtocolsCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ConversationsCommand {
+    /// One conversation: its peer, the model calls and tokens its answers cost, and its log.
+    Show {
+        /// The conversation's id (the content of its conversation token).
+        id: String,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+}
+
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text
@@ -293,6 +308,9 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Protocols(ProtocolsCommand::List { store }) => protocols_list(store).await,
         Command::Protocols(ProtocolsCommand::Show { hash, store }) => {
             protocols_show(&hash, store).await
+        }
+        Command::Conversations(ConversationsCommand::Show { id, store }) => {
+            inspect::conversations_show(&id, store).await
         }
     }
 }
@@ -473,7 +491,21 @@ async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliEr
             a.last_agreed_at
         );
     }
+    let mut negotiations = Vec::new();
     for n in store.negotiations_for_protocol(&hex).await? {
+        let owner = parley_store::ModelUsageOwner::Negotiation(n.id);
+        let usage = store.model_usage(&owner).await?;
+        negotiations.push((n, usage));
+    }
+    let accepted: Vec<_> = negotiations
+        .iter()
+        .filter(|(n, _)| n.status == parley_store::NegotiationStatus::Accepted)
+        .map(|(_, usage)| usage.clone())
+        .collect();
+    if !accepted.is_empty() {
+        out!("{}", inspect::agreement_cost(&accepted));
+    }
+    for (n, usage) in &negotiations {
         out!(
             "negotiation {} {} {} rounds, {} messages",
             n.id,
@@ -481,6 +513,7 @@ async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliEr
             n.rounds,
             n.message_count
         );
+        out!("{}", inspect::negotiation_cost(usage));
     }
     if let Some(h) = store.active_handler(&hex).await? {
         out!(

@@ -411,10 +411,23 @@ impl Settings {
         self.validate_identity()?;
         self.limits.validate()?;
         if self.reasoner == ReasonerKind::Openai {
-            url::Url::parse(&self.openai.base_url)
+            let url = url::Url::parse(&self.openai.base_url)
                 .map_err(|e| invalid("openai.base_url", format!("not a URL: {e}")))?;
             if self.openai.model.trim().is_empty() {
                 return Err(invalid("openai.model", "must not be empty"));
+            }
+            let keyless = self
+                .openai
+                .api_key
+                .as_deref()
+                .is_none_or(|k| k.trim().is_empty());
+            if keyless && !crate::model_endpoint::is_local(&url) {
+                return Err(invalid(
+                    "openai.api_key",
+                    format!(
+                        "{url} is a hosted end-point and needs an API key (--openai-api-key, PARLEY_OPENAI_API_KEY, --openai-api-key-file, PARLEY_OPENAI_API_KEY_FILE or [openai] api_key); only local end-points are called without one"
+                    ),
+                ));
             }
         }
         if let Some(path) = &self.capabilities

@@ -48,6 +48,11 @@ pub enum ApiError {
     Negotiation { code: String, message: String },
     #[error("the reasoner failed: {message}")]
     Reasoner { code: String, message: String },
+    /// A capability the request was understood to need failed (its code: `not_found`,
+    /// `invalid_arguments`, `unknown_capability`, `binding_failed`, `invalid_result`,
+    /// `timeout`); the message says which capability and why.
+    #[error("{message}")]
+    Capability { code: String, message: String },
     /// A row the request needs does not exist (the store's `NotFound`).
     #[error("not found: {0}")]
     Missing(String),
@@ -99,7 +104,7 @@ impl ApiError {
             ApiError::BadProtocolToken(_) => "invalid_protocol_token",
             ApiError::InvalidProtocolMessage(_) => "invalid_request",
             ApiError::Handler { code, .. } | ApiError::Negotiation { code, .. } => code,
-            ApiError::Reasoner { code, .. } => code,
+            ApiError::Reasoner { code, .. } | ApiError::Capability { code, .. } => code,
             ApiError::Missing(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::Unstorable(_) => "invalid_content",
@@ -130,6 +135,12 @@ impl ApiError {
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Reasoner { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::Capability { code, .. } => match code.as_str() {
+                "not_found" => StatusCode::NOT_FOUND,
+                "invalid_arguments" | "unknown_capability" => StatusCode::UNPROCESSABLE_ENTITY,
+                "timeout" => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::BAD_GATEWAY,
+            },
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

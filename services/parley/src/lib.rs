@@ -2,12 +2,15 @@
 //!
 //! # Layout
 //! - [`config`]: settings from defaults, file, environment and flags; validated up front.
-//! - [`startup`]: picks the concrete store, reasoner and capabilities, binds the sockets
-//!   before it opens the database or warms the sandbox; [`startup::StartupError`] says why a
-//!   server could not start.
+//! - [`startup`]: picks the concrete store, reasoner and capabilities, binds the sockets,
+//!   then warms the sandbox up and probes the model end-point; [`startup::StartupError`] says
+//!   why a server could not start.
+//! - [`model_endpoint`]: which model end-points may be called without an API key, and the
+//!   start-up probe of one.
 //! - [`server`]: the transports. `listener` (the NLIP listener's accept loop and its
 //!   per-connection service, which answers `POST /nlip` itself), `http` (that one
-//!   `POST /nlip` path, health, metrics), `websocket` (ECMA-432), `upload` (the upload port).
+//!   `POST /nlip` path, metrics), `health` (liveness, readiness), `websocket` (ECMA-432),
+//!   `upload` (the upload port).
 //! - [`agent`]: what the agent does with one decoded NLIP message, whichever transport brought
 //!   it: conversations, control messages, natural language, and the hand-off to negotiation.
 //! - [`negotiation`]: the ANP meta-protocol. `provider` (the driver of a negotiation's turn,
@@ -18,6 +21,8 @@
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
 //! - [`metrics`], [`telemetry`]: Prometheus counters; the tracing subscriber.
+//! - `model_usage`: what the language model cost, settled into the metrics and the store
+//!   (per conversation, per negotiation) once the work that spent it is done.
 //! - [`cli`]: the `parley` command line ([`cli::CliError`]); the binary only calls
 //!   [`cli::main`].
 //!
@@ -42,6 +47,8 @@ pub mod config;
 pub mod error;
 pub mod host;
 pub mod metrics;
+pub mod model_endpoint;
+mod model_usage;
 pub mod negotiation;
 pub mod server;
 pub mod startup;

@@ -2,8 +2,13 @@
 //!
 //! Counters (all `_total`): `parley_negotiations_total{outcome}`,
 //! `parley_negotiation_messages_total{direction}`, `parley_reasoner_calls_total{backend,kind}`,
-//! `parley_handler_calls_total{outcome}`, `parley_protocol_cache_total{result}` and
-//! `parley_model_calls_total{purpose}` (requests to the language model).
+//! `parley_handler_calls_total{outcome}`, `parley_protocol_cache_total{result}`, and what the
+//! language model cost: `parley_model_calls_total{purpose}` (requests sent, failed ones
+//! included), `parley_model_tokens_total{purpose,kind}` (`kind` = `prompt` or `completion`, as the
+//! model's responses reported them) and `parley_model_unmetered_calls_total{purpose}` (calls whose
+//! response reported no usage, or that got no response: their tokens are not in
+//! `parley_model_tokens_total`, which is then a lower bound). `purpose` is the `model.call` span's:
+//! `answer`, `evaluate`, `generate_handler`, `fix_handler`, `draft`, `evaluate_test_cases`.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -104,19 +109,31 @@ pub fn protocol_cache(result: &'static str) {
     count("parley_protocol_cache_total", one("result", result), 1);
 }
 
-/// Chat-completion requests made for natural-language answers.
-pub fn model_calls(n: u32) {
-    if n > 0 {
+/// Model calls and tokens spent for `purpose` (see the module docs).
+pub fn model_usage(purpose: parley_reasoner::ModelPurpose, tally: &parley_reasoner::UsageTally) {
+    let purpose = purpose.as_str();
+    if tally.calls > 0 {
         count(
             "parley_model_calls_total",
-            one("purpose", "answer"),
-            n.into(),
+            one("purpose", purpose),
+            tally.calls,
         );
     }
-}
-
-/// Chat-completion requests the protocol reasoner has made so far (it keeps the count).
-pub fn protocol_model_calls(total: u64) {
-    let labels = one("purpose", "negotiation");
-    with_counter("parley_model_calls_total", labels, |c| c.absolute(total));
+    if tally.unmetered_calls > 0 {
+        let labels = one("purpose", purpose);
+        count(
+            "parley_model_unmetered_calls_total",
+            labels,
+            tally.unmetered_calls,
+        );
+    }
+    for (kind, tokens) in [
+        ("prompt", tally.prompt_tokens),
+        ("completion", tally.completion_tokens),
+    ] {
+        if tokens > 0 {
+            let labels = [("purpose", purpose), ("kind", kind)];
+            count("parley_model_tokens_total", labels, tokens);
+        }
+    }
 }

@@ -20,8 +20,9 @@ use tokio::net::TcpListener;
 
 use crate::agent::{Agent, AgentSettings};
 use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
+use crate::model_endpoint;
 use crate::negotiation::provider::Provider;
-use crate::server::{self, AppState};
+use crate::server::{self, AppState, ModelEndpoint, Readiness, Sandbox};
 
 mod database;
 
@@ -48,8 +49,13 @@ pub enum StartupError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot open the database")]
-    Store(#[source] StoreError),
+    #[error("cannot open the database at {target}")]
+    Store {
+        /// The database URL without its password.
+        target: String,
+        #[source]
+        source: StoreError,
+    },
     #[error(transparent)]
     Postgres(#[from] database::PostgresError),
     #[error("the sandbox could not be set up")]
@@ -132,24 +138,40 @@ pub fn build_protocol_reasoner(
 }
 
 /// Opens the database (creating the SQLite file and its directory on first start) and
-/// applies migrations. PostgreSQL is connected to within
-/// [`Settings::database_connect_timeout`], its host and port logged first.
+/// applies migrations; the database is logged first, without its password. PostgreSQL must
+/// answer within [`Settings::database_connect_timeout`].
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupError> {
     let url = settings.database_url();
-    if let Some(server) = database::PostgresServer::of(&url) {
-        return Ok(server
-            .connect(&url, settings.database_connect_timeout())
-            .await?);
-    }
     if settings.database_url.is_none() {
         std::fs::create_dir_all(&settings.data_dir).map_err(|source| StartupError::DataDir {
             path: settings.data_dir.clone(),
             source,
         })?;
     }
+    let target = redacted(&url);
+    tracing::info!(database = %target, "opening the database");
+    if let Some(server) = database::PostgresServer::of(&url) {
+        return Ok(server
+            .connect(&url, settings.database_connect_timeout())
+            .await?);
+    }
     parley_store::connect(&url, StoreOptions::default())
         .await
-        .map_err(StartupError::Store)
+        .map_err(|source| StartupError::Store { target, source })
+}
+
+/// `url` without its password (and the query of a PostgreSQL URL, which may carry one).
+pub(crate) fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.has_host() => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
 }
 
 /// A server whose listeners are bound and whose state is built, ready to run.
@@ -165,19 +187,17 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// Builds everything from validated settings: what the settings name first (capabilities,
-    /// reasoners), then the sockets, then the database and the sandbox, so that a bad file
-    /// fails before anything listens and a port in use fails before the database is opened
-    /// or the sandbox warms up.
+    /// Builds everything from validated settings: the listen addresses resolved first (a name
+    /// that does not resolve is a configuration error before anything starts), backends
+    /// next, sockets next, so that a bad capabilities file or database fails before anything
+    /// listens, and the slow background work (the sandbox's warm-up, the model end-point's
+    /// probe) last, so that a port already in use fails before any of it starts.
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
-        let capabilities = load_capabilities(settings.capabilities.as_deref())?;
-        let reasoner = build_reasoner(settings, capabilities.clone())?;
-        let protocol_reasoner = build_protocol_reasoner(settings)?;
         let listen_on = settings.listen.resolve("listen").await?;
         let upload_on = settings.upload_listen.resolve("upload_listen").await?;
-        let (listener, addr) = listen(&listen_on).await?;
-        let (upload_listener, upload_addr) = listen(&upload_on).await?;
+        let capabilities = load_capabilities(settings.capabilities.as_deref())?;
+        let reasoner = build_reasoner(settings, capabilities.clone())?;
         let store = open_store(settings).await?;
         crate::metrics::install();
         let mut sandbox_config = settings.sandbox.clone();
@@ -187,24 +207,37 @@ impl Bound {
             .get_or_insert_with(|| settings.data_dir.join("sandbox-cache"));
         let sandbox =
             Arc::new(parley_sandbox::Sandbox::new(sandbox_config).map_err(StartupError::Sandbox)?);
-        if settings.sandbox.warm_up {
-            let sandbox = sandbox.clone();
-            tokio::task::spawn_blocking(move || {
-                let started = std::time::Instant::now();
-                match sandbox.warm_up() {
-                    Ok(()) => tracing::info!(elapsed = ?started.elapsed(), "sandbox warmed up"),
-                    Err(e) => tracing::warn!(error = %e, "sandbox warm-up failed"),
-                }
-            });
-        }
+        let protocol_reasoner = build_protocol_reasoner(settings)?;
         let provider = Arc::new(Provider::new(
             store.clone(),
             capabilities.clone(),
             protocol_reasoner,
             reasoner.clone(),
-            sandbox,
+            sandbox.clone(),
             settings.negotiation,
         ));
+        let (listener, addr) = listen(&listen_on).await?;
+        let (upload_listener, upload_addr) = listen(&upload_on).await?;
+        let readiness = Arc::new(Readiness::new(
+            if settings.sandbox.warm_up {
+                Sandbox::Warming
+            } else {
+                Sandbox::Off
+            },
+            match settings.reasoner {
+                ReasonerKind::Builtin => ModelEndpoint::None,
+                ReasonerKind::Openai => ModelEndpoint::Probing,
+            },
+        ));
+        if settings.sandbox.warm_up {
+            spawn_warm_up(sandbox, readiness.clone());
+        }
+        if settings.reasoner == ReasonerKind::Openai {
+            let (openai, readiness) = (settings.openai.clone(), readiness.clone());
+            tokio::spawn(async move {
+                readiness.set_model(model_endpoint::probe(&openai).await);
+            });
+        }
         let upload_base = settings.upload_base_url(upload_addr);
         if settings.upload_public_url.is_none() && upload_addr.ip().is_unspecified() {
             tracing::warn!(
@@ -225,7 +258,7 @@ impl Bound {
             },
         );
         Ok(Bound {
-            state: AppState::new(Arc::new(agent), settings.limits.clone()),
+            state: AppState::new(Arc::new(agent), settings.limits.clone(), readiness),
             listener,
             upload_listener,
             addr,
@@ -256,6 +289,23 @@ impl Bound {
         provider.flush_usage_within(last_flush).await;
         served.map_err(StartupError::Serve)
     }
+}
+
+/// Compiles the guest runtimes off the async workers, and reports to `readiness` when done.
+fn spawn_warm_up(sandbox: Arc<parley_sandbox::Sandbox>, readiness: Arc<Readiness>) {
+    tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        match sandbox.warm_up() {
+            Ok(()) => {
+                tracing::info!(elapsed = ?started.elapsed(), "sandbox warmed up");
+                readiness.set_sandbox(Sandbox::Warm);
+            }
+            Err(e) => {
+                tracing::error!(error = %crate::error::chain(&e), "sandbox warm-up failed: protocol handlers cannot run");
+                readiness.set_sandbox(Sandbox::Failed);
+            }
+        }
+    });
 }
 
 /// A listener bound to the first of `addrs` (what a [`crate::config::ListenAddr`] resolved to) that can be
@@ -297,5 +347,26 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_targets_are_logged_without_their_secrets() {
+        assert_eq!(
+            redacted("postgres://parley:s3cret@db.internal:5432/parley?password=x"),
+            "postgres://parley:***@db.internal:5432/parley"
+        );
+        assert_eq!(
+            redacted("postgres://parley@127.0.0.1/parley"),
+            "postgres://parley@127.0.0.1/parley"
+        );
+        assert_eq!(
+            redacted("sqlite:///var/lib/parley/parley.db"),
+            "sqlite:///var/lib/parley/parley.db"
+        );
     }
 }

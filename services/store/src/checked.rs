@@ -18,9 +18,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, Negotiation,
-    NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement, NewConversation,
-    NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
+    Negotiation, NegotiationOutcome, NegotiationRecord, NegotiationStatus, NewAgreement,
+    NewConversation, NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 use crate::{Store, StoreError};
 
@@ -295,6 +295,34 @@ impl<S: Store> Store for Checked<S> {
         }
         self.0.usage(peer, protocol_hash).await
     }
+
+    // --- model usage ---------------------------------------------------------------------------
+
+    async fn record_model_usage(
+        &self,
+        owner: &ModelUsageOwner,
+        usage: &[ModelUsage],
+    ) -> Result<Vec<ModelUsage>, StoreError> {
+        if let ModelUsageOwner::Conversation(id) = owner {
+            existing("conversation", id)?;
+        }
+        for entry in usage {
+            check_model_usage(entry)?;
+        }
+        if usage.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.0.record_model_usage(owner, usage).await
+    }
+
+    async fn model_usage(&self, owner: &ModelUsageOwner) -> Result<Vec<ModelUsage>, StoreError> {
+        if let ModelUsageOwner::Conversation(id) = owner
+            && !could_exist(id)
+        {
+            return Ok(Vec::new());
+        }
+        self.0.model_usage(owner).await
+    }
 }
 
 // --- the rules ---------------------------------------------------------------------------------
@@ -402,6 +430,29 @@ fn check_outcome(outcome: &NegotiationOutcome) -> Result<(), StoreError> {
     }
     if outcome.rounds < 0 {
         return Err(StoreError::Invalid("rounds must not be negative".into()));
+    }
+    Ok(())
+}
+
+fn check_model_usage(usage: &ModelUsage) -> Result<(), StoreError> {
+    name("model usage purpose", &usage.purpose)?;
+    let counts = [
+        usage.calls,
+        usage.unmetered_calls,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    ];
+    if counts.iter().any(|&n| n < 0) {
+        return Err(StoreError::Invalid(format!(
+            "model usage of {:?}: counts must not be negative",
+            usage.purpose
+        )));
+    }
+    if usage.unmetered_calls > usage.calls {
+        return Err(StoreError::Invalid(format!(
+            "model usage of {:?}: more unmetered calls than calls",
+            usage.purpose
+        )));
     }
     Ok(())
 }

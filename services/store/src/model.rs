@@ -281,3 +281,46 @@ impl ProtocolUsage {
         self.ok_count + self.error_count
     }
 }
+
+/// Whose language-model use a [`ModelUsage`] counts: a conversation (its natural-language
+/// answers) or a negotiation (its reasoning). Each is counted on its own: a negotiation's calls are
+/// not added to the conversation that carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ModelUsageOwner {
+    Conversation(String),
+    Negotiation(Uuid),
+}
+
+impl std::fmt::Display for ModelUsageOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelUsageOwner::Conversation(id) => write!(f, "conversation {id}"),
+            ModelUsageOwner::Negotiation(id) => write!(f, "negotiation {id}"),
+        }
+    }
+}
+
+/// Language-model calls and tokens spent for one purpose: what to add with
+/// [`crate::Store::record_model_usage`], and the totals it and [`crate::Store::model_usage`] return.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ModelUsage {
+    /// Why the model was called (the reasoner's name: `answer`, `evaluate`, `generate_handler`,
+    /// `fix_handler`, ...). Opaque to the store; not empty.
+    pub purpose: String,
+    /// Requests sent.
+    pub calls: i64,
+    /// Of `calls`, those whose tokens are unknown: the response reported no usage, or no response
+    /// came. The token counts leave them out, so they are a lower bound while this is above 0.
+    pub unmetered_calls: i64,
+    /// Tokens of the prompts, as the model's responses reported them.
+    pub prompt_tokens: i64,
+    /// Tokens of the completions, as the model's responses reported them.
+    pub completion_tokens: i64,
+}
+
+impl ModelUsage {
+    /// Prompt and completion tokens together.
+    pub fn tokens(&self) -> i64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
+}

@@ -16,8 +16,8 @@ use uuid::fmt::Hyphenated;
 use crate::StoreError;
 
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, Negotiation,
-    NegotiationStatus, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, ModelUsage,
+    Negotiation, NegotiationStatus, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
 /// A closed set stored as a TEXT column on both backends (the model's enumerations).
@@ -380,6 +380,29 @@ impl From<UsageRow> for ProtocolUsage {
     }
 }
 
+/// A row of `conversation_model_usage` or `negotiation_model_usage` (the owner column is not
+/// selected).
+#[derive(Debug, FromRow)]
+pub(crate) struct ModelUsageRow {
+    purpose: String,
+    calls: i64,
+    unmetered_calls: i64,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+}
+
+impl From<ModelUsageRow> for ModelUsage {
+    fn from(row: ModelUsageRow) -> Self {
+        Self {
+            purpose: row.purpose,
+            calls: row.calls,
+            unmetered_calls: row.unmetered_calls,
+            prompt_tokens: row.prompt_tokens,
+            completion_tokens: row.completion_tokens,
+        }
+    }
+}
+
 // Column lists, one per row struct, shared by every SELECT and RETURNING on both backends so a
 // column added to a row struct is added everywhere at once. Macros rather than consts so queries can
 // be assembled with `concat!` into `&'static str` at compile time.
@@ -434,7 +457,13 @@ macro_rules! usage_columns {
     };
 }
 
+macro_rules! model_usage_columns {
+    () => {
+        "purpose, calls, unmetered_calls, prompt_tokens, completion_tokens"
+    };
+}
+
 pub(crate) use {
-    agreement_columns, conversation_columns, handler_columns, message_columns, negotiation_columns,
-    protocol_columns, upload_meta_columns, usage_columns,
+    agreement_columns, conversation_columns, handler_columns, message_columns, model_usage_columns,
+    negotiation_columns, protocol_columns, upload_meta_columns, usage_columns,
 };

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use crate::StoreError;
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, Negotiation,
-    NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
+    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
+    Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
     NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
@@ -219,6 +219,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<ProtocolUsage, StoreError>;
 
     async fn usage(&self, peer: &str, hash: &str) -> Result<Option<ProtocolUsage>, StoreError>;
+
+    // --- model usage ---------------------------------------------------------------------------
+
+    /// Adds `usage` (entries for the same purpose add up) to what `owner` has spent on language
+    /// models, in one transaction, and returns the owner's new totals of the purposes written, in
+    /// the order given. An owner that does not exist is `NotFound`; a negative count, or more
+    /// unmetered calls than calls in one entry, is `Invalid`.
+    async fn record_model_usage(
+        &self,
+        owner: &ModelUsageOwner,
+        usage: &[ModelUsage],
+    ) -> Result<Vec<ModelUsage>, StoreError>;
+
+    /// What `owner` has spent on language models, one entry per purpose, by purpose name; empty
+    /// when it never called a model (or does not exist).
+    async fn model_usage(&self, owner: &ModelUsageOwner) -> Result<Vec<ModelUsage>, StoreError>;
 }
 
 // --- shared by both backends -------------------------------------------------------------------

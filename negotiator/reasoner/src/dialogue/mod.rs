@@ -5,7 +5,7 @@
 //!
 //! | backend | network | what it does |
 //! | --- | --- | --- |
-//! | [`BuiltinReasoner`] (`builtin`) | none | deterministic: describes the capabilities, runs explicit `<capability> <JSON arguments>` invocations, and says plainly what it cannot do without a model |
+//! | [`BuiltinReasoner`] (`builtin`) | none | deterministic: describes the capabilities, runs explicit `<capability> <JSON arguments>` invocations, understands simple requests that name what a capability does and carry its input ("status of order O-1001"), and says plainly when it cannot tell |
 //! | [`OpenAiReasoner`] (`openai`) | an OpenAI-compatible chat-completions endpoint | answers with the model, offering capabilities as tools and really calling them |
 //!
 //! The server picks one with [`crate::ReasonerConfig`] and [`crate::build`], and holds it as
@@ -22,6 +22,7 @@ mod builtin;
 mod openai;
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use parley_capabilities::CapabilityError;
@@ -32,6 +33,7 @@ pub use builtin::BuiltinReasoner;
 pub use openai::OpenAiReasoner;
 
 use crate::ReasonerError;
+use crate::usage::UsageMeter;
 
 /// Who said a [`DialogueTurn`] of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +106,23 @@ pub struct NlAnswer {
     pub capability_calls: Vec<CapabilityCall>,
     /// Language-model requests made (0 for the built-in backend).
     pub model_calls: u32,
+    /// Set when the answer is the report of a capability call that failed (or of a capability
+    /// that does not exist): the request was understood and could not be done. `text` explains
+    /// it; the server answers with an NLIP error carrying the error's code. A backend that
+    /// recovers from a failed call (a model that corrects its arguments) leaves it `None`.
+    pub failure: Option<CapabilityError>,
+}
+
+impl NlAnswer {
+    /// A text answer that called nothing.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            capability_calls: Vec::new(),
+            model_calls: 0,
+            failure: None,
+        }
+    }
 }
 
 /// A reasoning backend. Implementations are shared (`Arc<dyn Reasoner>`) across connections.
@@ -111,6 +130,15 @@ pub struct NlAnswer {
 pub trait Reasoner: Send + Sync + Debug {
     /// Short stable backend name: `"builtin"`, `"openai"`.
     fn backend(&self) -> &'static str;
+
+    /// A view of this backend that also counts every model call it makes in `meter` (see
+    /// [`crate::usage`]); it shares the backend's client, so making one per answer is cheap.
+    /// `None` for a backend that never calls a model: use it as it is
+    /// ([`crate::usage::metered`] does both).
+    fn metered(&self, meter: &UsageMeter) -> Option<Arc<dyn Reasoner>> {
+        let _ = meter;
+        None
+    }
 
     /// Answers a natural-language message, invoking capabilities as needed. An `Ok` answer
     /// always has non-empty text; anything the backend cannot produce is an `Err`.

@@ -22,13 +22,17 @@ use serde_json::{Value, json};
 
 use super::{CapabilityCall, NlAnswer, NlRequest, Reasoner, Speaker};
 use crate::ReasonerError;
-use crate::chat::{ChatClient, OpenAiConfig, Purpose, system, user};
+use crate::chat::{ChatClient, OpenAiConfig, system, user};
+use crate::usage::{ModelPurpose, UsageMeter};
 
 /// The `openai` dialogue backend. See the module docs.
 pub struct OpenAiReasoner {
-    chat: ChatClient,
+    chat: Arc<ChatClient>,
     capabilities: Arc<Capabilities>,
-    tools: Vec<ChatCompletionTools>,
+    tools: Arc<Vec<ChatCompletionTools>>,
+    /// Where this view counts its model calls ([`Reasoner::metered`]); `None` for the backend
+    /// itself.
+    meter: Option<UsageMeter>,
 }
 
 impl std::fmt::Debug for OpenAiReasoner {
@@ -45,7 +49,7 @@ impl OpenAiReasoner {
         config: OpenAiConfig,
         capabilities: Arc<Capabilities>,
     ) -> Result<Self, ReasonerError> {
-        let chat = ChatClient::new(config)?;
+        let chat = Arc::new(ChatClient::new(config)?);
         let tools = capabilities
             .describe()
             .into_iter()
@@ -63,7 +67,8 @@ impl OpenAiReasoner {
         Ok(Self {
             chat,
             capabilities,
-            tools,
+            tools: Arc::new(tools),
+            meter: None,
         })
     }
 
@@ -89,11 +94,13 @@ impl OpenAiReasoner {
         let request = CreateChatCompletionRequest {
             model: config.model.clone(),
             messages: messages.to_vec(),
-            tools: (!self.tools.is_empty()).then(|| self.tools.clone()),
+            tools: (!self.tools.is_empty()).then(|| self.tools.to_vec()),
             temperature: config.temperature,
             ..Default::default()
         };
-        self.chat.complete(Purpose::Answer, request).await
+        self.chat
+            .complete(ModelPurpose::Answer, request, self.meter.as_ref())
+            .await
     }
 
     /// Runs one tool call and returns the tool message content sent back to the model.
@@ -153,6 +160,15 @@ impl Reasoner for OpenAiReasoner {
         "openai"
     }
 
+    fn metered(&self, meter: &UsageMeter) -> Option<Arc<dyn Reasoner>> {
+        Some(Arc::new(OpenAiReasoner {
+            chat: self.chat.clone(),
+            capabilities: self.capabilities.clone(),
+            tools: self.tools.clone(),
+            meter: Some(meter.clone()),
+        }))
+    }
+
     async fn answer(&self, req: NlRequest) -> Result<NlAnswer, ReasonerError> {
         let mut messages = vec![system(self.system_prompt(&req.language))];
         for turn in req.history {
@@ -185,6 +201,7 @@ impl Reasoner for OpenAiReasoner {
                     text,
                     capability_calls,
                     model_calls,
+                    failure: None,
                 });
             }
             let limit = self.chat.config().max_tool_rounds;

@@ -40,6 +40,7 @@ use super::{
     traced_evaluation,
 };
 use crate::planner::DeclaredCapability;
+use crate::usage::UsageMeter;
 
 /// Built-in first, `model` when the built-in backend cannot decide. See the module docs.
 #[derive(Debug, Clone)]
@@ -73,6 +74,15 @@ impl ProtocolReasoner for HybridProtocolReasoner {
     /// The model's calls (the built-in backend makes none).
     fn model_calls(&self) -> u64 {
         self.model.model_calls()
+    }
+
+    /// The model's view, metered (the built-in backend spends nothing).
+    fn metered(&self, meter: &UsageMeter) -> Option<Arc<dyn ProtocolReasoner>> {
+        let model = self.model.metered(meter)?;
+        Some(Arc::new(HybridProtocolReasoner {
+            builtin: self.builtin,
+            model,
+        }))
     }
 
     async fn evaluate(

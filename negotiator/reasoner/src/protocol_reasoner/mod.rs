@@ -27,6 +27,7 @@ mod openai;
 
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,7 @@ pub use openai::{ModelAnswerError, OpenAiProtocolReasoner};
 
 use crate::ReasonerError;
 use crate::planner::DeclaredCapability;
+use crate::usage::UsageMeter;
 
 /// The outcome of evaluating a protocol against the capabilities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -160,6 +162,16 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
     /// before and after a negotiation for the calls that negotiation cost.
     fn model_calls(&self) -> u64 {
         0
+    }
+
+    /// A view of this backend that also counts every model call it makes in `meter` (see
+    /// [`crate::usage`]): what one negotiation spends, even while others share the backend. It
+    /// shares the backend's client and [`model_calls`](Self::model_calls), so making one per
+    /// negotiation turn is cheap. `None` for a backend that never calls a model: use it as it is
+    /// ([`crate::usage::metered_protocol`] does both).
+    fn metered(&self, meter: &UsageMeter) -> Option<Arc<dyn ProtocolReasoner>> {
+        let _ = meter;
+        None
     }
 
     /// Accept, counter-propose or reject `doc` given the capabilities.

@@ -1,11 +1,10 @@
 //! `POST /nlip` (ECMA-431): one NLIP message in, one out, JSON or CBOR; and the small HTTP
-//! end-points beside it (health, metrics, the NLIP-shaped 404 and 405).
+//! end-points beside it (metrics, the NLIP-shaped 404 and 405).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt as _;
@@ -179,28 +178,6 @@ where
     }
 }
 
-pub(super) async fn health(State(state): State<AppState>) -> Response {
-    match state.agent.ping_store().await {
-        Ok(()) => (
-            StatusCode::OK,
-            axum::Json(serde_json::json!({
-                "status": "ok",
-                "store": state.agent.backends().store,
-                "reasoner": state.agent.backends().reasoner,
-            })),
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "health check: store unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(serde_json::json!({"status": "unavailable", "store": "unreachable"})),
-            )
-                .into_response()
-        }
-    }
-}
-
 fn panicked() -> ApiError {
     ApiError::internal("a request handler panicked")
 }
@@ -209,8 +186,7 @@ pub(super) fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Resp
     error_response(Encoding::Json, panicked()).into_response()
 }
 
-pub(super) async fn metrics_text(State(state): State<AppState>) -> Response {
-    crate::metrics::protocol_model_calls(state.agent.provider().model_calls());
+pub(super) async fn metrics_text() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::metrics::render(),

@@ -5,7 +5,9 @@
 //! # Layout
 //! - `listener`: the NLIP listener's accept loop and its per-connection service, which
 //!   answers `POST /nlip` itself and hands every other request to the router (`app`).
-//! - `http`: `POST /nlip` and the small HTTP end-points (health, metrics, 404, 405).
+//! - `http`: `POST /nlip` and the small HTTP end-points (metrics, 404, 405).
+//! - `health`: `/health/live`, `/health/ready` and `/health`, and the [`Readiness`] start-up
+//!   reports into.
 //! - `websocket`: `/nlip/ws` (CBOR) and `/nlip/ws/text` (JSON).
 //! - `upload`: the upload listener's routes.
 
@@ -27,11 +29,13 @@ use crate::agent::{Agent, Reply};
 use crate::config::Limits;
 use crate::error::ApiError;
 
+mod health;
 mod http;
 mod listener;
 mod upload;
 mod websocket;
 
+pub use health::{ModelEndpoint, Readiness, Sandbox};
 pub use upload::upload_app;
 pub use websocket::WS_READ_CHUNK;
 
@@ -40,13 +44,15 @@ pub use websocket::WS_READ_CHUNK;
 pub struct AppState {
     pub agent: Arc<Agent>,
     pub limits: Limits,
+    /// What `/health/ready` reports beyond the database.
+    pub readiness: Arc<Readiness>,
     limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
     /// `limits.max_concurrent_requests`: NLIP requests beyond it wait for a permit.
     permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
-    pub fn new(agent: Arc<Agent>, limits: Limits) -> Self {
+    pub fn new(agent: Arc<Agent>, limits: Limits, readiness: Arc<Readiness>) -> Self {
         let limiter = NonZeroU32::new(limits.rate_limit_per_second).map(|rate| {
             let burst = NonZeroU32::new(limits.rate_limit_burst).unwrap_or(rate);
             Arc::new(RateLimiter::keyed(
@@ -57,6 +63,7 @@ impl AppState {
         AppState {
             agent,
             limits,
+            readiness,
             limiter,
             permits,
         }
@@ -106,7 +113,7 @@ impl AppState {
 /// router-wide layers: axum wraps every route in each one; the other routes get the panic
 /// guard as their own layer.
 fn app(state: AppState) -> Router {
-    use http::{health, method_not_allowed, metrics_text, not_found, panic_response};
+    use http::{method_not_allowed, metrics_text, not_found, panic_response};
     use websocket::{Framing, route};
     let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
     Router::new()
@@ -114,7 +121,9 @@ fn app(state: AppState) -> Router {
         .route("/nlip/", any(method_not_allowed))
         .route("/nlip/ws", route(Framing::Cbor).layer(guard()))
         .route("/nlip/ws/text", route(Framing::Text).layer(guard()))
-        .route("/health", get(health).layer(guard()))
+        .route("/health", get(health::health).layer(guard()))
+        .route("/health/live", get(health::live).layer(guard()))
+        .route("/health/ready", get(health::ready).layer(guard()))
         .route("/metrics", get(metrics_text).layer(guard()))
         .fallback(not_found)
         .with_state(state)

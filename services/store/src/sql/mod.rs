@@ -22,6 +22,7 @@
 
 mod conversations;
 mod handlers;
+mod model_usage;
 mod negotiations;
 mod protocols;
 mod uploads;
@@ -38,8 +39,8 @@ use super::{BACKEND_NAME, Db, SqlStore};
 use crate::StoreError;
 use crate::error::SqlError;
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, Negotiation,
-    NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
+    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
+    Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
     NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
@@ -335,5 +336,23 @@ impl crate::Store for SqlStore {
 
     async fn usage(&self, peer: &str, hash: &str) -> Result<Option<ProtocolUsage>, StoreError> {
         traced(span!("store.usage"), usage::get(self, peer, hash)).await
+    }
+
+    // --- model usage ---------------------------------------------------------------------------
+
+    async fn record_model_usage(
+        &self,
+        owner: &ModelUsageOwner,
+        usage: &[ModelUsage],
+    ) -> Result<Vec<ModelUsage>, StoreError> {
+        traced(
+            span!("store.record_model_usage"),
+            model_usage::record(self, owner, usage),
+        )
+        .await
+    }
+
+    async fn model_usage(&self, owner: &ModelUsageOwner) -> Result<Vec<ModelUsage>, StoreError> {
+        traced(span!("store.model_usage"), model_usage::list(self, owner)).await
     }
 }

@@ -16,7 +16,9 @@
 //!
 //! i.e. 2 when nothing fails, 3 with one fix. [`OpenAiProtocolReasoner::model_calls`] (also
 //! [`ProtocolReasoner::model_calls`]) counts every request sent, failed ones included; retries
-//! of the HTTP layer (429/5xx, `max_retries`) are part of one call.
+//! of the HTTP layer (429/5xx, `max_retries`) are part of one call. What one negotiation spent,
+//! calls and tokens by purpose, is counted by a metered view
+//! ([`ProtocolReasoner::metered`]).
 //!
 //! # Answers (what the model must return)
 //! | operation | JSON object |
@@ -48,6 +50,7 @@
 mod answers;
 mod prompts;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -70,13 +73,18 @@ use super::{
     Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError, traced_evaluation,
 };
 use crate::ReasonerError;
-use crate::chat::{ChatClient, OpenAiConfig, Purpose, system, user};
+use crate::chat::{ChatClient, OpenAiConfig, system, user};
 use crate::planner::DeclaredCapability;
+use crate::usage::{ModelPurpose, UsageMeter};
 
 /// The `openai` protocol backend. See the module docs for its prompts, validation and budget.
 pub struct OpenAiProtocolReasoner {
-    chat: ChatClient,
-    calls: AtomicU64,
+    chat: Arc<ChatClient>,
+    /// Shared with every metered view, so [`Self::model_calls`] counts them all.
+    calls: Arc<AtomicU64>,
+    /// Where this view counts its model calls ([`ProtocolReasoner::metered`]); `None` for the
+    /// backend itself.
+    meter: Option<UsageMeter>,
 }
 
 impl std::fmt::Debug for OpenAiProtocolReasoner {
@@ -92,8 +100,9 @@ impl OpenAiProtocolReasoner {
     /// Validates the config (as [`crate::OpenAiReasoner::new`] does) and builds the client.
     pub fn new(config: OpenAiConfig) -> Result<Self, ReasonerError> {
         Ok(Self {
-            chat: ChatClient::new(config)?,
-            calls: AtomicU64::new(0),
+            chat: Arc::new(ChatClient::new(config)?),
+            calls: Arc::new(AtomicU64::new(0)),
+            meter: None,
         })
     }
 
@@ -105,7 +114,7 @@ impl OpenAiProtocolReasoner {
     /// One JSON-mode request; the answer's top-level object.
     async fn ask_json(
         &self,
-        purpose: Purpose,
+        purpose: ModelPurpose,
         prompt: Prompt,
     ) -> Result<Map<String, Value>, ProtocolReasonerError> {
         let config = self.chat.config();
@@ -132,10 +141,13 @@ impl OpenAiProtocolReasoner {
 
     async fn answer_object(
         &self,
-        purpose: Purpose,
+        purpose: ModelPurpose,
         request: CreateChatCompletionRequest,
     ) -> Result<Map<String, Value>, ProtocolReasonerError> {
-        let response = self.chat.complete(purpose, request).await?;
+        let response = self
+            .chat
+            .complete(purpose, request, self.meter.as_ref())
+            .await?;
         let message = response
             .choices
             .into_iter()
@@ -156,7 +168,7 @@ impl OpenAiProtocolReasoner {
     /// Generation and fixing share the system prompt, the answer and its validation.
     async fn handler(
         &self,
-        purpose: Purpose,
+        purpose: ModelPurpose,
         prompt: Prompt,
         capabilities: &[DeclaredCapability],
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
@@ -175,6 +187,14 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
         OpenAiProtocolReasoner::model_calls(self)
     }
 
+    fn metered(&self, meter: &UsageMeter) -> Option<Arc<dyn ProtocolReasoner>> {
+        Some(Arc::new(OpenAiProtocolReasoner {
+            chat: self.chat.clone(),
+            calls: self.calls.clone(),
+            meter: Some(meter.clone()),
+        }))
+    }
+
     async fn evaluate(
         &self,
         doc: &ProtocolDoc,
@@ -188,7 +208,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
                 });
             }
             let answer = self
-                .ask_json(Purpose::Evaluate, prompts::evaluate(doc, capabilities))
+                .ask_json(ModelPurpose::Evaluate, prompts::evaluate(doc, capabilities))
                 .await?;
             Ok(validate_evaluation(&answer, doc, capabilities)?)
         })
@@ -202,7 +222,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
         mapping: Option<&Mapping>,
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         let prompt = prompts::generate(doc, capabilities, mapping);
-        self.handler(Purpose::GenerateHandler, prompt, capabilities)
+        self.handler(ModelPurpose::GenerateHandler, prompt, capabilities)
             .await
     }
 
@@ -218,7 +238,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
     ) -> Result<GeneratedHandler, ProtocolReasonerError> {
         let prompt = prompts::fix(doc, capabilities, previous, failure);
         let fixed = self
-            .handler(Purpose::FixHandler, prompt, capabilities)
+            .handler(ModelPurpose::FixHandler, prompt, capabilities)
             .await?;
         if fixed.source.trim() == previous.source.trim() {
             return Err(ProtocolReasonerError::CannotFix {
@@ -240,7 +260,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
             ));
         }
         let prompt = prompts::draft(requirement, input_schema, output_schema);
-        let answer = self.ask_json(Purpose::Draft, prompt).await?;
+        let answer = self.ask_json(ModelPurpose::Draft, prompt).await?;
         Ok(validate_draft(&answer)?)
     }
 
@@ -264,7 +284,9 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
             }
         }
         let prompt = prompts::test_cases(doc, test_cases);
-        let answer = self.ask_json(Purpose::EvaluateTestCases, prompt).await?;
+        let answer = self
+            .ask_json(ModelPurpose::EvaluateTestCases, prompt)
+            .await?;
         Ok(validate_test_cases_verdict(&answer)?)
     }
 
@@ -277,7 +299,7 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
         corrections: &[Correction],
     ) -> Result<FixVerdict, ProtocolReasonerError> {
         let prompt = prompts::review_fix(doc, description, corrections);
-        let answer = self.ask_json(Purpose::ReviewFix, prompt).await?;
+        let answer = self.ask_json(ModelPurpose::ReviewFix, prompt).await?;
         Ok(validate_fix_review(&answer)?)
     }
 }

@@ -67,16 +67,17 @@ impl Provider {
                 "the protocol has no test cases; Parley only activates verified handlers".into(),
             ));
         }
+        let reasoner = self.protocol_reasoner(&negotiation.meter);
         let generated = match source {
             Source::Generate(mapping) => {
                 metrics::reasoner_call(self.reasoner.backend(), "generate");
-                self.reasoner
+                reasoner
                     .generate_handler(&doc, &self.specs, mapping.as_ref())
                     .await
             }
             Source::Fix(previous, failure) => {
                 metrics::reasoner_call(self.reasoner.backend(), "fix");
-                self.reasoner
+                reasoner
                     .fix_handler(&doc, &self.specs, &previous, &failure)
                     .await
             }
@@ -117,7 +118,7 @@ impl Provider {
             }
             metrics::reasoner_call(self.reasoner.backend(), "fix");
             generated = match self
-                .reasoner
+                .protocol_reasoner(&negotiation.meter)
                 .fix_handler(doc, &self.specs, &generated, &failure)
                 .await
             {

@@ -5,7 +5,7 @@ use parley_anp::messages::NlMessageType;
 use parley_anp::{
     FixVerdict, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step, Verdict,
 };
-use parley_reasoner::Mapping;
+use parley_reasoner::{Mapping, UsageMeter};
 use parley_store::{Direction, NewNegotiation, Role};
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -129,6 +129,7 @@ impl Provider {
                     peer: peer.to_owned(),
                 })
                 .await?;
+            tracing::info!(negotiation = %record.id, peer, "negotiation started");
             state.negotiation = Some(Negotiation {
                 negotiation_id: record.id,
                 session: ProviderSession::new(SessionConfig {
@@ -136,7 +137,9 @@ impl Provider {
                 }),
                 handler_id: None,
                 handler: None,
+                meter: UsageMeter::new(),
                 disputed: None,
+                proposed: None,
             });
         }
         turn.peer_fixes_errors =
@@ -151,7 +154,10 @@ impl Provider {
             .append_transcript(negotiation.negotiation_id, Direction::Inbound, &value)
             .await?;
         let step = negotiation.session.receive_value(value);
-        self.drive(negotiation, step, turn, peer).await
+        let driven = self.drive(negotiation, step, turn, peer).await;
+        // Settled even when the turn failed: the model calls were made either way.
+        self.settle_usage(negotiation).await;
+        driven
     }
 
     /// Runs session steps until the session waits for the peer or ends.
@@ -180,7 +186,8 @@ impl Provider {
                     negotiation.session.code_generated(Err(why))
                 }
                 Step::Evaluate { text, hash } => {
-                    let verdict = self.evaluate(&text, turn).await?;
+                    negotiation.proposed = Some(hash);
+                    let verdict = self.evaluate(&text, &negotiation.meter, turn).await?;
                     turn.summary.push(evaluated(&hash, &verdict));
                     negotiation.session.evaluated(&hash, verdict)
                 }
@@ -239,7 +246,8 @@ impl Provider {
                     negotiation.session.code_generated(result)
                 }
                 Step::Converse(nl) if nl.message_type == NlMessageType::Request => {
-                    turn.outbox.push(self.converse(&nl).await?);
+                    turn.outbox
+                        .push(self.converse(&nl, &negotiation.meter).await?);
                     return Ok(());
                 }
                 Step::Converse(_) => return Ok(()),
@@ -275,7 +283,12 @@ impl Provider {
 
     /// The reasoner's verdict on a proposal; a backend failure is an error for the caller,
     /// never an empty or default verdict.
-    async fn evaluate(&self, text: &str, turn: &mut Turn) -> Result<Verdict, ApiError> {
+    async fn evaluate(
+        &self,
+        text: &str,
+        meter: &UsageMeter,
+        turn: &mut Turn,
+    ) -> Result<Verdict, ApiError> {
         let doc = match parley_anp::ProtocolDoc::parse(text) {
             Ok(doc) => doc,
             Err(e) => {
@@ -286,7 +299,7 @@ impl Provider {
         };
         metrics::reasoner_call(self.reasoner.backend(), "evaluate");
         let evaluation = self
-            .reasoner
+            .protocol_reasoner(meter)
             .evaluate(&doc, &self.specs)
             .await
             .map_err(reasoner_error)?;
@@ -301,18 +314,26 @@ impl Provider {
     async fn converse(
         &self,
         nl: &parley_anp::messages::NaturalLanguageNegotiation,
+        meter: &UsageMeter,
     ) -> Result<MetaMessage, ApiError> {
-        let answer = self
-            .nl
+        let answer = parley_reasoner::metered(&self.nl, meter)
             .answer(parley_reasoner::NlRequest {
                 text: nl.message.clone(),
                 language: parley_nlip::DEFAULT_LANGUAGE.into(),
                 history: Vec::new(),
             })
             .await
-            .map_err(|e| ApiError::Reasoner {
-                code: e.code().to_owned(),
-                message: e.to_string(),
+            .map_err(|e| {
+                tracing::warn!(
+                    backend = self.nl.backend(),
+                    code = e.code(),
+                    error = %crate::error::chain(&e),
+                    "the reasoner could not answer a naturalLanguageNegotiation request"
+                );
+                ApiError::Reasoner {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                }
             })?;
         metrics::reasoner_call(self.nl.backend(), "answer");
         Ok(MetaMessage::natural_language(

@@ -9,7 +9,8 @@
 //!   once and written once per turn.
 //! - `hello`: the hello exchange and the 0-RTT selection.
 //! - `build`: handler generation, verification, regeneration, and the compiled form's check.
-//! - `outcome`: transcripts, activation of the verified handler, the recorded outcome.
+//! - `outcome`: transcripts, activation of the verified handler, the recorded outcome, and what
+//!   the negotiation's reasoning cost (model calls and tokens, settled after every message).
 //! - `serve`: application messages, hash → handler → answer.
 //! - `usage`: per-peer usage counts and their flusher.
 
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parley_capabilities::Capabilities;
-use parley_reasoner::{DeclaredCapability, ProtocolReasoner, Reasoner};
+use parley_reasoner::{DeclaredCapability, ProtocolReasoner, Reasoner, UsageMeter};
 use parley_sandbox::Sandbox;
 use parley_store::Store;
 
@@ -78,9 +79,9 @@ impl Provider {
         }
     }
 
-    /// Model calls the protocol reasoner has made so far.
-    pub fn model_calls(&self) -> u64 {
-        self.reasoner.model_calls()
+    /// The protocol reasoner, counting the model calls it makes in `meter`.
+    fn protocol_reasoner(&self, meter: &UsageMeter) -> Arc<dyn ProtocolReasoner> {
+        parley_reasoner::metered_protocol(&self.reasoner, meter)
     }
 
     /// Writes the usage counts to the store every `period` until the task is aborted.
@@ -98,6 +99,11 @@ impl Provider {
 /// Failures of the model itself (unreachable, or an unusable answer) go to the caller as
 /// errors; they are never turned into a proposal or a failed code generation for the peer.
 fn reasoner_error(e: parley_reasoner::ProtocolReasonerError) -> ApiError {
+    tracing::warn!(
+        code = e.code(),
+        error = %crate::error::chain(&e),
+        "the protocol reasoner failed"
+    );
     ApiError::Reasoner {
         code: e.code().to_owned(),
         message: e.to_string(),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use parley_anp::{NegotiationError, ProtocolDoc, ProtocolHash};
 use parley_store::{
-    Direction, NegotiationOutcome, NegotiationStatus, NewAgreement, Role, StoreError,
+    Direction, ModelUsageOwner, NegotiationOutcome, NegotiationStatus, NewAgreement, Role,
+    StoreError,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -83,6 +84,13 @@ impl Provider {
         Ok(())
     }
 
+    /// What the negotiation's reasoning cost in the turn just handled: into the metrics and the
+    /// negotiation's record.
+    pub(super) async fn settle_usage(&self, negotiation: &Negotiation) {
+        let owner = ModelUsageOwner::Negotiation(negotiation.negotiation_id);
+        crate::model_usage::settle(self.store.as_ref(), Some(owner), &negotiation.meter).await;
+    }
+
     /// The negotiation ended without agreement (or broke after it): record why.
     pub(super) async fn close(
         &self,
@@ -117,9 +125,36 @@ impl Provider {
             .finish_negotiation(negotiation.negotiation_id, outcome)
             .await
         {
+            Ok(record) => {
+                log_end(&record, negotiation);
+                Ok(())
+            }
             // A negotiation already finished (a rule break after agreement) stays as recorded.
-            Ok(_) | Err(StoreError::Conflict { .. }) => Ok(()),
+            Err(StoreError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The operator's line for a negotiation that ended: peer, the protocol's hash prefix (the
+/// agreed one, or the last one proposed), outcome, rounds, and the time since it started.
+fn log_end(record: &parley_store::Negotiation, negotiation: &Negotiation) {
+    let hash = record
+        .protocol_hash
+        .clone()
+        .or_else(|| negotiation.proposed.map(|h| h.to_string()))
+        .unwrap_or_default();
+    let elapsed_ms = record
+        .ended_at
+        .map_or(0, |end| (end - record.started_at).num_milliseconds().max(0));
+    tracing::info!(
+        negotiation = %record.id,
+        peer = %record.peer,
+        hash = hash.get(..12).unwrap_or(&hash),
+        outcome = record.status.as_str(),
+        reason = record.reason.as_deref().unwrap_or_default(),
+        rounds = record.rounds,
+        elapsed_ms,
+        "negotiation ended"
+    );
 }

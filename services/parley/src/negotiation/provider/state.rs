@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use parley_anp::{ProviderSession, VerificationReport};
-use parley_reasoner::GeneratedHandler;
+use parley_anp::{ProtocolHash, ProviderSession, VerificationReport};
+use parley_reasoner::{GeneratedHandler, UsageMeter};
 use parley_store::{Direction, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,6 +42,14 @@ pub(super) struct Negotiation {
     /// The verified candidate built for the agreed protocol.
     pub handler_id: Option<Uuid>,
     pub handler: Option<GeneratedHandler>,
+    /// The model calls of the turn in progress; settled into the store (for this negotiation)
+    /// and the metrics when the turn's message has been handled, so it never outlives a turn.
+    #[serde(skip)]
+    pub meter: UsageMeter,
+    /// The hash of the last protocol the peer proposed, for the log line that ends a
+    /// negotiation without agreement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed: Option<ProtocolHash>,
     /// A handler whose answers follow the protocol but not the peer's test expectations, kept
     /// while the peer is asked about them through `fixErrorNegotiation`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
