@@ -1,7 +1,6 @@
-//! Connecting to PostgreSQL at start: the server's host and port are logged before the
-//! attempt (never the URL, which may hold a password), a TCP connection is tried first so an
-//! unreachable server fails at once with the system's reason, and the whole connection,
-//! migrations included, must succeed within the configured timeout.
+//! Connecting to PostgreSQL at start: a TCP connection is tried first, so that an unreachable
+//! server fails at once with the system's reason, and a failure names the server's host and
+//! port (never the URL, which may hold a password).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,16 +85,14 @@ impl PostgresServer {
         self.host.starts_with('/')
     }
 
-    /// Connects to the database at `url` on this server and migrates it, within `timeout`.
+    /// Connects to the database at `url` on this server and migrates it; the server must be
+    /// reached and must answer within `timeout` (the migrations after that are not bounded:
+    /// another instance may be running them).
     pub async fn connect(
         self,
         url: &str,
         timeout: Duration,
     ) -> Result<Arc<dyn Store>, PostgresError> {
-        tracing::info!(
-            timeout_ms = timeout.as_millis(),
-            "connecting to PostgreSQL at {self}"
-        );
         let deadline = Instant::now() + timeout;
         if !self.is_socket() {
             let probe = tokio::net::TcpStream::connect((self.host.as_str(), self.port));
@@ -115,22 +112,24 @@ impl PostgresServer {
                 }
             }
         }
-        match timeout_at(
-            deadline,
-            parley_store::connect(url, StoreOptions::default()),
-        )
-        .await
-        {
-            Ok(Ok(store)) => Ok(store),
-            Ok(Err(source)) => Err(PostgresError::Store {
-                server: self,
-                source,
-            }),
-            Err(_) => Err(PostgresError::Timeout {
-                server: self,
-                timeout,
-            }),
-        }
+        let options = StoreOptions {
+            connect_timeout: deadline.saturating_duration_since(Instant::now()),
+            ..StoreOptions::default()
+        };
+        parley_store::connect(url, options).await.map_err(|source| {
+            // The store's first connection gave up at the deadline: the server did not answer.
+            if source.is_transient() && Instant::now() >= deadline {
+                PostgresError::Timeout {
+                    server: self,
+                    timeout,
+                }
+            } else {
+                PostgresError::Store {
+                    server: self,
+                    source,
+                }
+            }
+        })
     }
 }
 
