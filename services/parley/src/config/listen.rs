@@ -118,6 +118,18 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_config_file_takes_host_names() {
+        let settings: crate::config::Settings =
+            toml::from_str("listen = \"localhost:9000\"\nupload_listen = \"[::1]:9001\"\n")
+                .expect("valid");
+        assert_eq!(settings.listen.to_string(), "localhost:9000");
+        assert_eq!(settings.upload_listen.port(), 9001);
+        let err = toml::from_str::<crate::config::Settings>("listen = \"localhost\"\n")
+            .expect_err("no port");
+        assert!(err.to_string().contains("HOST:PORT"), "{err}");
+    }
+
     #[tokio::test]
     async fn localhost_resolves_to_loopback_and_a_bad_name_names_the_setting() {
         let addr: ListenAddr = "localhost:0".parse().expect("valid");
