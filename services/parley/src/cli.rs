@@ -1,5 +1,7 @@
 //! The `parley` command line.
 
+#[macro_use]
+mod output;
 mod inspect;
 
 use std::path::PathBuf;
@@ -9,7 +11,7 @@ use clap::{Parser, Subcommand};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
 
 use crate::client::{ClientError, NlipClient};
-use crate::config::{ConfigError, ServeArgs, Settings};
+use crate::config::{ConfigError, DEFAULT_DATABASE_CONNECT_TIMEOUT_MS, ServeArgs, Settings};
 use crate::negotiation::requester::{
     Outcome, ProtocolRef, Requested, Requester, RequesterError, ask_in_natural_language,
 };
@@ -47,6 +49,10 @@ pub enum CliError {
     Usage(String),
     #[error("the sandbox task panicked")]
     SandboxTask(#[source] tokio::task::JoinError),
+    #[error("no Parley data at {} (set --data-dir or PARLEY_DATABASE_URL)", .0.display())]
+    NoData(PathBuf),
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
 }
 
 fn read(path: &PathBuf) -> Result<String, CliError> {
@@ -103,16 +109,39 @@ pub struct LocalStore {
     /// sqlite://PATH or postgres://… [default: sqlite in the data directory]
     #[arg(long, env = "PARLEY_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// How long connecting to PostgreSQL may take, in milliseconds
+    #[arg(long, env = "PARLEY_DATABASE_CONNECT_TIMEOUT_MS", default_value_t = DEFAULT_DATABASE_CONNECT_TIMEOUT_MS)]
+    pub database_connect_timeout_ms: u64,
 }
 
 impl LocalStore {
-    async fn open(&self) -> Result<std::sync::Arc<dyn parley_store::Store>, CliError> {
+    fn settings(&self) -> Result<Settings, CliError> {
         let settings = Settings {
             data_dir: self.data_dir.clone(),
             database_url: self.database_url.clone(),
+            database_connect_timeout_ms: self.database_connect_timeout_ms,
             ..Settings::default()
         };
         settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Opens the store, creating the embedded database on first use (commands that record).
+    async fn open(&self) -> Result<std::sync::Arc<dyn parley_store::Store>, CliError> {
+        Ok(crate::startup::open_store(&self.settings()?).await?)
+    }
+
+    /// Opens a store that must exist already (commands that only read): without a database
+    /// URL and without the embedded database file, says where it looked instead of creating
+    /// an empty one.
+    async fn open_existing(&self) -> Result<std::sync::Arc<dyn parley_store::Store>, CliError> {
+        let settings = self.settings()?;
+        if settings.database_url.is_none() {
+            let file = settings.database_file();
+            if !file.is_file() {
+                return Err(CliError::NoData(std::path::absolute(&file).unwrap_or(file)));
+            }
+        }
         Ok(crate::startup::open_store(&settings).await?)
     }
 }
@@ -173,7 +202,7 @@ pub enum ProtocolsCommand {
     },
     /// One protocol: its text, who agreed it, its negotiations and its handler.
     Show {
-        /// The protocol's hash.
+        /// The protocol's hash (hex or sha256:hex; a unique prefix will do).
         hash: String,
         #[command(flatten)]
         store: LocalStore,
@@ -250,14 +279,15 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            note!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
+        Err(e) if output::reader_gone(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", crate::error::chain(&e));
+            note!("error: {}", crate::error::chain(&e));
             ExitCode::FAILURE
         }
     }
@@ -318,17 +348,15 @@ async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
     let result = match requester.negotiate(&args.url, &text, progress).await {
         Ok(r) => r,
         Err(RequesterError::NotSupported) => {
-            eprintln!(
-                "the peer does not speak the meta-protocol: asking in natural language instead"
-            );
+            note!("the peer does not speak the meta-protocol: asking in natural language instead");
             let answer = ask_in_natural_language(&args.url, &text).await?;
-            println!("status   natural-language fallback");
-            println!("{answer}");
+            out!("status   natural-language fallback");
+            out!("{answer}");
             return Ok(ExitCode::from(2));
         }
         Err(e) => return Err(e.into()),
     };
-    println!("hash     {}", result.hash);
+    out!("hash     {}", result.hash);
     let (status, ok) = match &result.outcome {
         Outcome::Agreed => ("agreed".to_owned(), true),
         Outcome::ZeroRtt => (
@@ -337,10 +365,10 @@ async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
         ),
         Outcome::Rejected { code, reason } => (format!("rejected ({code}): {reason}"), false),
     };
-    println!("status   {status}");
-    println!("rounds   {}", result.rounds);
-    println!("messages {} NLIP exchanges", result.messages);
-    println!("transcript:");
+    out!("status   {status}");
+    out!("rounds   {}", result.rounds);
+    out!("messages {} NLIP exchanges", result.messages);
+    out!("transcript:");
     for (direction, message) in &result.transcript {
         let arrow = match direction {
             parley_store::Direction::Outbound => "→",
@@ -352,7 +380,7 @@ async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
             .and_then(|v| v.as_str())
             .unwrap_or("?");
         let status = message.get("status").and_then(|v| v.as_str()).unwrap_or("");
-        println!("  {arrow} {kind} {status}");
+        out!("  {arrow} {kind} {status}");
     }
     Ok(if ok {
         ExitCode::SUCCESS
@@ -363,7 +391,7 @@ async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
 
 /// Progress of a negotiation, on stderr.
 fn progress(p: crate::negotiation::requester::Progress) {
-    eprintln!("… {} (round {})", p.stage, p.round);
+    note!("… {} (round {})", p.stage, p.round);
 }
 
 async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
@@ -396,34 +424,34 @@ async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
             called,
         } => {
             if called.renegotiated.is_some() {
-                eprintln!("the provider no longer knew the protocol: negotiated it again");
+                note!("the provider no longer knew the protocol: negotiated it again");
             } else if let Some(n) = negotiated {
                 let how = match n.outcome {
                     Outcome::ZeroRtt => "known to the provider (0-RTT, no negotiation)".to_owned(),
                     _ if n.rounds == 1 => "agreed in 1 round".to_owned(),
                     _ => format!("agreed in {} rounds", n.rounds),
                 };
-                eprintln!("protocol {hash}: {how}");
+                note!("protocol {hash}: {how}");
             }
-            println!(
+            out!(
                 "{}",
                 serde_json::to_string_pretty(&called.answer)
                     .expect("a JSON value always serializes")
             );
         }
         Requested::Fallback { reason, .. } => {
-            eprintln!("fell back to natural language: {reason}");
-            println!("{}", requested.text());
+            note!("fell back to natural language: {reason}");
+            out!("{}", requested.text());
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 async fn protocols_list(store: LocalStore) -> Result<ExitCode, CliError> {
-    let store = store.open().await?;
+    let store = store.open_existing().await?;
     let agreements = store.list_agreements(parley_store::MAX_PAGE).await?;
     if agreements.is_empty() {
-        println!("no protocols agreed yet");
+        out!("no protocols agreed yet");
     }
     for a in agreements {
         let verified = match a.role {
@@ -433,7 +461,7 @@ async fn protocols_list(store: LocalStore) -> Result<ExitCode, CliError> {
             },
             parley_store::Role::Requester => "checked by the provider".to_owned(),
         };
-        println!(
+        out!(
             "{}  {:9}  {}  {}  {verified}",
             a.protocol_hash,
             a.role,
@@ -445,20 +473,22 @@ async fn protocols_list(store: LocalStore) -> Result<ExitCode, CliError> {
 }
 
 async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliError> {
-    let hash: parley_anp::ProtocolHash = hash
-        .parse()
-        .map_err(|e| CliError::Usage(format!("hash: {e}")))?;
-    let hex = hash.to_string();
-    let store = store.open().await?;
+    let store = store.open_existing().await?;
+    let hex = Requester::new(store.clone())
+        .resolve_hash(hash)
+        .await?
+        .to_string();
     let Some(protocol) = store.get_protocol(&hex).await? else {
-        eprintln!("protocol {hex} is not in the local store");
+        note!("protocol {hex} is not in the local store");
         return Ok(ExitCode::FAILURE);
     };
-    println!("protocol {hex}");
+    out!("protocol {hex}");
     for a in store.agreements_for_protocol(&hex).await? {
-        println!(
+        out!(
             "agreed   with {} as {} at {}",
-            a.peer, a.role, a.last_agreed_at
+            a.peer,
+            a.role,
+            a.last_agreed_at
         );
     }
     let mut negotiations = Vec::new();
@@ -473,17 +503,20 @@ async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliEr
         .map(|(_, usage)| usage.clone())
         .collect();
     if !accepted.is_empty() {
-        println!("{}", inspect::agreement_cost(&accepted));
+        out!("{}", inspect::agreement_cost(&accepted));
     }
     for (n, usage) in &negotiations {
-        println!(
+        out!(
             "negotiation {} {} {} rounds, {} messages",
-            n.id, n.status, n.rounds, n.message_count
+            n.id,
+            n.status,
+            n.rounds,
+            n.message_count
         );
-        println!("{}", inspect::negotiation_cost(usage));
+        out!("{}", inspect::negotiation_cost(usage));
     }
     if let Some(h) = store.active_handler(&hex).await? {
-        println!(
+        out!(
             "handler  {} by {} ({}), verification {}",
             h.source_sha256,
             h.backend,
@@ -494,7 +527,7 @@ async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliEr
                 None => "not run",
             }
         );
-        println!(
+        out!(
             "serves   {}",
             if h.compiled.is_some() {
                 "its compiled form (the built-in mapping, same answers on every test case)"
@@ -503,7 +536,7 @@ async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliEr
             }
         );
     }
-    println!("\n{}", protocol.text);
+    out!("\n{}", protocol.text);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -523,17 +556,17 @@ async fn send(args: SendArgs) -> Result<ExitCode, CliError> {
     if args.json {
         let pretty = serde_json::to_string_pretty(&parley_nlip::to_json_value(&reply.message))
             .expect("a JSON value always serializes");
-        println!("{pretty}");
+        out!("{pretty}");
     } else {
         let text = reply
             .message
             .text_content()
             .map(str::to_owned)
             .unwrap_or_else(|| parley_nlip::to_json_value(&reply.message).to_string());
-        println!("{text}");
+        out!("{text}");
     }
     if let Some(err) = ErrorInfo::from_message(&reply.message) {
-        eprintln!("error {}: {}", err.code, err.message);
+        note!("error {}: {}", err.code, err.message);
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
@@ -559,11 +592,11 @@ async fn sandbox_run(args: SandboxRunArgs) -> Result<ExitCode, CliError> {
         Ok(output) => {
             let pretty = serde_json::to_string_pretty(&output.output)
                 .expect("a JSON value always serializes");
-            println!("{pretty}");
+            out!("{pretty}");
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("error {}: {e}", e.code());
+            note!("error {}: {e}", e.code());
             Ok(ExitCode::FAILURE)
         }
     }

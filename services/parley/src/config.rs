@@ -9,6 +9,10 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+mod listen;
+
+pub use listen::{BadListenAddr, ListenAddr};
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -233,16 +237,18 @@ impl Default for NegotiationLimits {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// Address of the NLIP end-point (HTTP and WebSocket).
-    pub listen: SocketAddr,
+    /// Address of the NLIP end-point (HTTP and WebSocket); a host name is resolved at start.
+    pub listen: ListenAddr,
     /// Address of the out-of-band upload end-point (ECMA-431: a different port).
-    pub upload_listen: SocketAddr,
+    pub upload_listen: ListenAddr,
     /// Base URL announced for uploads, when clients reach the upload port under another name.
     pub upload_public_url: Option<String>,
     /// Where the embedded database and other files live.
     pub data_dir: PathBuf,
     /// `sqlite://…` or `postgres://…`; defaults to a SQLite file in `data_dir`.
     pub database_url: Option<String>,
+    /// How long connecting to PostgreSQL at start may take before it fails.
+    pub database_connect_timeout_ms: u64,
     /// The capabilities file (TOML or JSON). Without one the agent can only talk.
     pub capabilities: Option<PathBuf>,
     /// This agent's identity, appended to the tokens it creates (`conversation_<id>`).
@@ -258,11 +264,12 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            upload_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)).into(),
+            upload_listen: SocketAddr::from(([127, 0, 0, 1], 8081)).into(),
             upload_public_url: None,
             data_dir: PathBuf::from("data"),
             database_url: None,
+            database_connect_timeout_ms: DEFAULT_DATABASE_CONNECT_TIMEOUT_MS,
             capabilities: None,
             agent_id: "parley".into(),
             reasoner: ReasonerKind::Builtin,
@@ -281,12 +288,13 @@ pub struct ServeArgs {
     /// TOML config file; flags and environment override it.
     #[arg(long, env = "PARLEY_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address of the NLIP end-point [default: 127.0.0.1:8080]
+    /// Address of the NLIP end-point, HOST:PORT (a name such as localhost is resolved)
+    /// [default: 127.0.0.1:8080]
     #[arg(long, env = "PARLEY_LISTEN")]
-    pub listen: Option<SocketAddr>,
-    /// Address of the upload end-point [default: 127.0.0.1:8081]
+    pub listen: Option<ListenAddr>,
+    /// Address of the upload end-point, HOST:PORT [default: 127.0.0.1:8081]
     #[arg(long, env = "PARLEY_UPLOAD_LISTEN")]
-    pub upload_listen: Option<SocketAddr>,
+    pub upload_listen: Option<ListenAddr>,
     /// Base URL announced for uploads [default: http://<upload-listen>]
     #[arg(long, env = "PARLEY_UPLOAD_PUBLIC_URL")]
     pub upload_public_url: Option<String>,
@@ -296,6 +304,9 @@ pub struct ServeArgs {
     /// sqlite://PATH or postgres://… [default: sqlite in the data directory]
     #[arg(long, env = "PARLEY_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// How long connecting to PostgreSQL may take at start, in milliseconds [default: 5000]
+    #[arg(long, env = "PARLEY_DATABASE_CONNECT_TIMEOUT_MS")]
+    pub database_connect_timeout_ms: Option<u64>,
     /// Capabilities file (TOML or JSON)
     #[arg(long, env = "PARLEY_CAPABILITIES")]
     pub capabilities: Option<PathBuf>,
@@ -314,6 +325,10 @@ pub struct ServeArgs {
     /// API key for the OpenAI-compatible API
     #[arg(long, env = "PARLEY_OPENAI_API_KEY", hide_env_values = true)]
     pub openai_api_key: Option<String>,
+    /// File holding the API key (a Docker secret, say); trailing whitespace is dropped.
+    /// Instead of --openai-api-key.
+    #[arg(long, env = "PARLEY_OPENAI_API_KEY_FILE", value_name = "FILE")]
+    pub openai_api_key_file: Option<PathBuf>,
     /// Largest NLIP message in bytes [default: 1048576]
     #[arg(long, env = "PARLEY_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: Option<usize>,
@@ -352,6 +367,7 @@ impl Settings {
             upload_public_url => upload_public_url,
             data_dir => data_dir,
             database_url => database_url,
+            database_connect_timeout_ms => database_connect_timeout_ms,
             capabilities => capabilities,
             agent_id => agent_id,
             reasoner => reasoner,
@@ -365,6 +381,16 @@ impl Settings {
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
         );
+        if let Some(path) = &args.openai_api_key_file {
+            if args.openai_api_key.is_some() {
+                return Err(invalid(
+                    "openai_api_key_file",
+                    "give the key (--openai-api-key, PARLEY_OPENAI_API_KEY) or the file that \
+                     holds it (--openai-api-key-file, PARLEY_OPENAI_API_KEY_FILE), not both",
+                ));
+            }
+            s.openai.api_key = Some(read_secret("openai_api_key_file", path)?);
+        }
         s.validate()?;
         Ok(s)
     }
@@ -399,7 +425,7 @@ impl Settings {
                 return Err(invalid(
                     "openai.api_key",
                     format!(
-                        "{url} is a hosted end-point and needs an API key (--openai-api-key, PARLEY_OPENAI_API_KEY or [openai] api_key); only local end-points are called without one"
+                        "{url} is a hosted end-point and needs an API key (--openai-api-key, PARLEY_OPENAI_API_KEY, --openai-api-key-file, PARLEY_OPENAI_API_KEY_FILE or [openai] api_key); only local end-points are called without one"
                     ),
                 ));
             }
@@ -411,6 +437,9 @@ impl Settings {
                 "capabilities",
                 format!("{} is not a readable file", path.display()),
             ));
+        }
+        if self.database_connect_timeout_ms == 0 {
+            return Err(invalid("database_connect_timeout_ms", "must be positive"));
         }
         if self.negotiation.max_rounds == 0 {
             return Err(invalid("negotiation.max_rounds", "must be at least 1"));
@@ -460,12 +489,14 @@ impl Settings {
 
     /// The database URL in force: the configured one, or a SQLite file in the data dir.
     pub fn database_url(&self) -> String {
-        self.database_url.clone().unwrap_or_else(|| {
-            format!(
-                "sqlite://{}?mode=rwc",
-                self.data_dir.join("parley.db").display()
-            )
-        })
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", self.database_file().display()))
+    }
+
+    /// The embedded database's file, used when no database URL is configured.
+    pub fn database_file(&self) -> PathBuf {
+        self.data_dir.join("parley.db")
     }
 
     /// The URL announced for uploads (§6.4).
@@ -480,6 +511,25 @@ impl Settings {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.limits.request_timeout_ms)
     }
+
+    pub fn database_connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.database_connect_timeout_ms)
+    }
+}
+
+/// Default of [`Settings::database_connect_timeout_ms`].
+pub const DEFAULT_DATABASE_CONNECT_TIMEOUT_MS: u64 = 5_000;
+
+/// A secret kept in a file, as container secrets are: the whole file, without the trailing
+/// newline (and any other trailing whitespace) editors and `echo` add.
+fn read_secret(setting: &'static str, path: &Path) -> Result<String, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| invalid(setting, format!("cannot read {}: {e}", path.display())))?;
+    let secret = text.trim_end();
+    if secret.is_empty() {
+        return Err(invalid(setting, format!("{} is empty", path.display())));
+    }
+    Ok(secret.to_owned())
 }
 
 #[cfg(test)]

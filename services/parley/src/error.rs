@@ -164,13 +164,19 @@ impl ApiError {
     }
 }
 
-/// An error and its causes, outermost first, joined with `: `.
+/// An error and its causes, outermost first, joined with `: `. A cause whose text its parent
+/// already shows (an error that prints its source in its own message) is not repeated.
 pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
+    let mut parent = text.clone();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !parent.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        parent = cause_text;
         source = cause.source();
     }
     text
@@ -270,6 +276,46 @@ mod tests {
         let (code, status, logged) = rendered(ApiError::internal("disk on fire"));
         assert_eq!((code.as_str(), status), ("internal", 500));
         assert_eq!(logged, [Level::ERROR]);
+    }
+
+    /// An error with a message and an optional source.
+    #[derive(Debug)]
+    struct Link(String, Option<Box<Link>>);
+
+    impl std::fmt::Display for Link {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Link {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    fn links(texts: &[&str]) -> Link {
+        texts
+            .iter()
+            .rev()
+            .fold(None, |source, text| {
+                Some(Link(text.to_string(), source.map(Box::new)))
+            })
+            .expect("at least one link")
+    }
+
+    #[test]
+    fn a_chain_names_each_cause_once() {
+        let os = "No such file or directory (os error 2)";
+        let read = format!("cannot read parley.toml: {os}");
+        assert_eq!(chain(&links(&[&read, os])), read);
+        assert_eq!(
+            chain(&links(&["cannot start", &read, os])),
+            format!("cannot start: {read}")
+        );
+        // Only a parent's own text hides a cause; a cause already shown higher up is shown again.
+        assert_eq!(chain(&links(&["a", "b", "a"])), "a: b: a");
+        assert_eq!(chain(&links(&["a", "b"])), "a: b");
     }
 
     #[test]

@@ -24,6 +24,8 @@ use crate::model_endpoint;
 use crate::negotiation::provider::Provider;
 use crate::server::{self, AppState, ModelEndpoint, Readiness, Sandbox};
 
+mod database;
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -54,6 +56,8 @@ pub enum StartupError {
         #[source]
         source: StoreError,
     },
+    #[error(transparent)]
+    Postgres(#[from] database::PostgresError),
     #[error("the sandbox could not be set up")]
     Sandbox(#[source] SandboxError),
     #[error("cannot listen on {addr}")]
@@ -134,7 +138,8 @@ pub fn build_protocol_reasoner(
 }
 
 /// Opens the database (creating the SQLite file and its directory on first start) and
-/// applies migrations.
+/// applies migrations; the database is logged first, without its password. PostgreSQL must
+/// answer within [`Settings::database_connect_timeout`].
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupError> {
     let url = settings.database_url();
     if settings.database_url.is_none() {
@@ -145,6 +150,11 @@ pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupEr
     }
     let target = redacted(&url);
     tracing::info!(database = %target, "opening the database");
+    if let Some(server) = database::PostgresServer::of(&url) {
+        return Ok(server
+            .connect(&url, settings.database_connect_timeout())
+            .await?);
+    }
     parley_store::connect(&url, StoreOptions::default())
         .await
         .map_err(|source| StartupError::Store { target, source })
@@ -172,15 +182,20 @@ pub struct Bound {
     pub upload_listener: TcpListener,
     pub addr: SocketAddr,
     pub upload_addr: SocketAddr,
+    /// The upload end-point's URL as peers are given it.
+    pub upload_url: String,
 }
 
 impl Bound {
-    /// Builds everything from validated settings: backends first, sockets next, so that a
-    /// bad capabilities file or database fails before anything listens, and the slow
-    /// background work (the sandbox's warm-up, the model end-point's probe) last, so that a
-    /// port already in use fails before any of it starts.
+    /// Builds everything from validated settings: the listen addresses resolved first (a name
+    /// that does not resolve is a configuration error before anything starts), backends
+    /// next, sockets next, so that a bad capabilities file or database fails before anything
+    /// listens, and the slow background work (the sandbox's warm-up, the model end-point's
+    /// probe) last, so that a port already in use fails before any of it starts.
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
+        let listen_on = settings.listen.resolve("listen").await?;
+        let upload_on = settings.upload_listen.resolve("upload_listen").await?;
         let capabilities = load_capabilities(settings.capabilities.as_deref())?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
         let store = open_store(settings).await?;
@@ -201,8 +216,8 @@ impl Bound {
             sandbox.clone(),
             settings.negotiation,
         ));
-        let (listener, addr) = listen(settings.listen).await?;
-        let (upload_listener, upload_addr) = listen(settings.upload_listen).await?;
+        let (listener, addr) = listen(&listen_on).await?;
+        let (upload_listener, upload_addr) = listen(&upload_on).await?;
         let readiness = Arc::new(Readiness::new(
             if settings.sandbox.warm_up {
                 Sandbox::Warming
@@ -223,6 +238,14 @@ impl Bound {
                 readiness.set_model(model_endpoint::probe(&openai).await);
             });
         }
+        let upload_base = settings.upload_base_url(upload_addr);
+        if settings.upload_public_url.is_none() && upload_addr.ip().is_unspecified() {
+            tracing::warn!(
+                uploads = %format!("{upload_base}/upload"),
+                "peers are given an upload URL on an unspecified address they cannot reach; \
+                 set PARLEY_UPLOAD_PUBLIC_URL (upload_public_url) to one they can"
+            );
+        }
         let agent = Agent::new(
             store,
             reasoner,
@@ -230,7 +253,7 @@ impl Bound {
             provider,
             AgentSettings {
                 agent_id: settings.agent_id.clone(),
-                upload_base: settings.upload_base_url(upload_addr),
+                upload_base: upload_base.clone(),
                 history_messages: settings.limits.history_messages,
             },
         );
@@ -240,6 +263,7 @@ impl Bound {
             upload_listener,
             addr,
             upload_addr,
+            upload_url: format!("{upload_base}/upload"),
         })
     }
 
@@ -251,7 +275,7 @@ impl Bound {
         let backends = self.state.agent.backends();
         tracing::info!(
             nlip = %format!("http://{}/nlip", self.addr),
-            uploads = %format!("http://{}/upload", self.upload_addr),
+            uploads = %self.upload_url,
             store = backends.store,
             reasoner = backends.reasoner,
             capabilities = backends.capabilities,
@@ -284,12 +308,24 @@ fn spawn_warm_up(sandbox: Arc<parley_sandbox::Sandbox>, readiness: Arc<Readiness
     });
 }
 
-/// A listener bound to `addr`, and the address it got (the port the OS chose for port 0).
-async fn listen(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartupError> {
-    let failed = |source| StartupError::Listen { addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(failed)?;
-    let bound = listener.local_addr().map_err(failed)?;
-    Ok((listener, bound))
+/// A listener bound to the first of `addrs` (what a [`crate::config::ListenAddr`] resolved to) that can be
+/// bound, and the address it got (the port the OS chose for port 0).
+async fn listen(addrs: &[SocketAddr]) -> Result<(TcpListener, SocketAddr), StartupError> {
+    let mut failure = None;
+    for &candidate in addrs {
+        let failed = |source| StartupError::Listen {
+            addr: candidate,
+            source,
+        };
+        match TcpListener::bind(candidate).await {
+            Ok(listener) => {
+                let bound = listener.local_addr().map_err(failed)?;
+                return Ok((listener, bound));
+            }
+            Err(e) => failure = Some(failed(e)),
+        }
+    }
+    Err(failure.expect("ListenAddr::resolve returns at least one address"))
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -30,8 +30,9 @@ pub(crate) struct PgStore {
 }
 
 impl PgStore {
-    /// Connects the pool and migrates the database (sqlx holds an advisory lock while migrating, so
-    /// instances starting together do not race).
+    /// Connects the pool, its first connection within `opts.connect_timeout`, and migrates the
+    /// database (sqlx holds an advisory lock while migrating, so instances starting together do not
+    /// race).
     pub(crate) async fn connect(url: &str, opts: &StoreOptions) -> Result<Self, SqlError> {
         // The parse error is not echoed: it could quote a URL holding a password.
         let connect_options = PgConnectOptions::from_str(url)
@@ -39,8 +40,11 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(opts.max_connections.max(1))
             .acquire_timeout(opts.acquire_timeout)
-            .connect_with(connect_options)
-            .await?;
+            .connect_lazy_with(connect_options);
+        let first = tokio::time::timeout(opts.connect_timeout, pool.acquire())
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)??;
+        drop(first);
         MIGRATOR.run(&pool).await?;
         tracing::debug!("connected and migrated");
         Ok(Self { pool })

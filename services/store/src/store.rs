@@ -28,6 +28,10 @@ pub struct StoreOptions {
     pub acquire_timeout: Duration,
     /// SQLite only: how long a writer waits for the database lock before giving up with "busy".
     pub busy_timeout: Duration,
+    /// PostgreSQL only: how long `connect` waits for its first connection (a server that is down
+    /// or does not answer). The migrations after it are not bounded: another instance may hold
+    /// the migration lock for as long as its migrations take.
+    pub connect_timeout: Duration,
 }
 
 impl Default for StoreOptions {
@@ -36,6 +40,7 @@ impl Default for StoreOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(10),
             busy_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
         }
     }
 }

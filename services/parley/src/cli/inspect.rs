@@ -74,29 +74,30 @@ pub(super) fn negotiation_cost(usage: &[ModelUsage]) -> String {
 /// `parley conversations show ID`: the conversation, what its natural-language answers cost,
 /// and its log.
 pub(super) async fn conversations_show(id: &str, store: LocalStore) -> Result<ExitCode, CliError> {
-    let store = store.open().await?;
+    let store = store.open_existing().await?;
     let Some(conversation) = store.get_conversation(id).await? else {
-        eprintln!("conversation {id} is not in the store");
+        note!("conversation {id} is not in the store");
         return Ok(ExitCode::FAILURE);
     };
-    println!("conversation {}", conversation.id);
+    out!("conversation {}", conversation.id);
     if let Some(peer) = &conversation.peer {
-        println!("peer     {peer}");
+        out!("peer     {peer}");
     }
-    println!(
+    out!(
         "active   {} to {}",
-        conversation.created_at, conversation.updated_at
+        conversation.created_at,
+        conversation.updated_at
     );
     let usage = store
         .model_usage(&ModelUsageOwner::Conversation(conversation.id.clone()))
         .await?;
-    println!("cost     {}", describe(&total(&usage)));
+    out!("cost     {}", describe(&total(&usage)));
     for u in &usage {
-        println!("         {}: {}", u.purpose, describe(u));
+        out!("         {}: {}", u.purpose, describe(u));
     }
-    println!("messages {}", conversation.message_count);
+    out!("messages {}", conversation.message_count);
     for message in log(store.as_ref(), &conversation.id).await? {
-        println!("{}", log_line(&message));
+        out!("{}", log_line(&message));
     }
     Ok(ExitCode::SUCCESS)
 }
