@@ -3,13 +3,7 @@
 use parley_anp::{MatchMode, ProtocolDoc, ProtocolError, ProtocolHash, SchemaRole};
 use serde_json::json;
 
-fn example() -> String {
-    std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/protocols/product-info.md"
-    ))
-    .expect("the example protocol ships with the repository")
-}
+use crate::support::example_text;
 
 /// Seed 002's own document shape: unfenced JSON, `# Test Case 2` at the top level, prose
 /// labels for test data.
@@ -69,7 +63,7 @@ Successfully retrieved product information, status code 200.
 
 #[test]
 fn parses_the_shipped_example() {
-    let doc = ProtocolDoc::parse(example()).expect("the example parses");
+    let doc = ProtocolDoc::parse(example_text()).expect("the example parses");
     assert_eq!(doc.request_schema()["title"], "ProductInfoRequest");
     assert_eq!(doc.response_schema()["title"], "ProductInfoResponse");
     let names: Vec<&str> = doc.test_cases().iter().map(|c| c.name.as_str()).collect();
@@ -108,8 +102,8 @@ fn parses_the_shipped_example() {
             .contains("404")
     );
     assert!(sections.process.is_some());
-    assert_eq!(doc.hash(), ProtocolHash::of(&example()));
-    assert_eq!(doc.text(), example());
+    assert_eq!(doc.hash(), ProtocolHash::of(&example_text()));
+    assert_eq!(doc.text(), example_text());
 }
 
 #[test]
@@ -224,7 +218,7 @@ fn bad_test_cases_are_named() {
 
 #[test]
 fn validation_errors_are_precise() {
-    let doc = ProtocolDoc::parse(example()).expect("parses");
+    let doc = ProtocolDoc::parse(example_text()).expect("parses");
     doc.validate_request(&json!({
         "messageId": "m", "type": "REQUEST", "action": "getProductInfo", "productId": "P12345"
     }))
@@ -249,7 +243,7 @@ fn validation_errors_are_precise() {
 
 #[test]
 fn hash_is_over_exact_bytes() {
-    let text = example();
+    let text = example_text();
     let a = ProtocolDoc::parse(text.clone()).expect("parses");
     let b = ProtocolDoc::parse(format!("{text} ")).expect("parses");
     assert_ne!(a.hash(), b.hash());

@@ -7,7 +7,7 @@ use parley_nlip::{
 };
 use serde_json::{Value, json};
 
-mod reference;
+use crate::reference;
 
 /// How deep CBOR items may nest (arrays, maps and tags), and content once it is JSON.
 const MAX_DEPTH: usize = 256;

@@ -4,7 +4,7 @@
 //! [`parley_nlip::from_cbor_slice`] makes the reference's message or error of them, or finds
 //! them malformed exactly when ciborium does.
 
-mod reference;
+use crate::reference;
 
 use ciborium::Value;
 use ciborium_ll::{Encoder, Header, simple};

@@ -4,7 +4,7 @@
 //! panics a decoder, and the CBOR reader and writer agree with ciborium's (`ciborium::Value`).
 //! `cbor_props` holds the CBOR reader to the reference decoder.
 
-mod reference;
+use crate::reference;
 
 use parley_nlip::{
     Content, DecodeError, Format, Message, Submessage, from_cbor_slice, from_json_slice,

@@ -2,17 +2,10 @@
 
 use async_trait::async_trait;
 use parley_anp::verify::{self, compare};
-use parley_anp::{Fixtures, HandlerRunner, MatchMode, ProtocolDoc};
+use parley_anp::{Fixtures, HandlerRunner, MatchMode};
 use serde_json::{Value, json};
 
-fn example() -> ProtocolDoc {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/protocols/product-info.md"
-    ))
-    .expect("the example protocol ships with the repository");
-    ProtocolDoc::parse(text).expect("example parses")
-}
+use crate::support::example;
 
 // --- verification -----------------------------------------------------------------------------
 
