@@ -1,7 +1,7 @@
 //! The mapping runtime: a built-in reasoner's mapping, published as a handler of
 //! `Dialect::Mapping`, answers under the same limits, grants and error model as JavaScript.
 //! (That it answers exactly as the JavaScript generated from the same mapping is checked in
-//! `tests/tests/mapping_equivalence.rs`, which has both.)
+//! `services/parley/tests/agent/mapping_equivalence.rs`, which has both.)
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
