@@ -1,21 +1,16 @@
 //! Reasoner backends: the built-in one over the example capabilities, and the OpenAI one
 //! against the scripted OpenAI-compatible server over real HTTP on loopback.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parley_capabilities::Capabilities;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{
     ApiKey, DialogueTurn, NlRequest, OpenAiConfig, Reasoner, ReasonerConfig, ReasonerError, build,
 };
 use serde_json::{Value, json};
 
-fn capabilities() -> Arc<Capabilities> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/capabilities.toml");
-    Arc::new(Capabilities::load(&path, |_| None).expect("the example capabilities load"))
-}
+use crate::support::capabilities;
 
 fn builtin() -> Arc<dyn Reasoner> {
     build(ReasonerConfig::Builtin, capabilities()).expect("builtin always builds")

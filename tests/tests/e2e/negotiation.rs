@@ -10,14 +10,12 @@ use parley::negotiation::requester::{Outcome, Requester};
 use parley_anp::{MetaMessage, ProtocolHash};
 use parley_nlip::ErrorInfo;
 use parley_store::{Direction, Role, Store};
-use parley_tests::{TestApp, test_settings};
+use parley_tests::{TestApp, repo_root, test_settings};
 use serde_json::{Value, json};
 
 fn product_protocol() -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/protocols/product-info.md"),
-    )
-    .expect("example protocol")
+    std::fs::read_to_string(repo_root().join("examples/protocols/product-info.md"))
+        .expect("example protocol")
 }
 
 fn request(id: &str, product: &str) -> Value {

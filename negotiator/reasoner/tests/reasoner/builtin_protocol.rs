@@ -1,45 +1,21 @@
 //! The built-in protocol reasoner against the example capabilities: accept, counter, reject,
 //! drafts, and generated handlers (golden file, and run under Node.js when it is installed).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use async_trait::async_trait;
 use parley_anp::verify;
 use parley_anp::{Fixtures, HandlerRunner, ProtocolDoc, Verdict};
-use parley_capabilities::Capabilities;
 use parley_reasoner::mapping::Source;
-use parley_reasoner::{
-    BuiltinProtocolReasoner, DeclaredCapability, Evaluation, GeneratedHandler, ProtocolReasoner,
-};
+use parley_reasoner::{BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner};
 use serde_json::{Value, json};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the crate lives in the workspace, at negotiator/reasoner")
-        .to_path_buf()
-}
-
-fn capabilities() -> Vec<DeclaredCapability> {
-    let caps = Capabilities::load(&repo().join("examples/capabilities.toml"), |_| None)
-        .expect("the example capabilities load");
-    DeclaredCapability::all(&caps)
-}
-
-fn example_text() -> String {
-    std::fs::read_to_string(repo().join("examples/protocols/product-info.md"))
-        .expect("example protocol")
-}
-
-fn example() -> ProtocolDoc {
-    ProtocolDoc::parse(example_text()).expect("example parses")
-}
+use crate::support::{declared_capabilities, product, product_text};
 
 fn evaluate(text: &str) -> Evaluation {
     let doc = ProtocolDoc::parse(text).expect("test protocol parses");
-    BuiltinProtocolReasoner.evaluate_sync(&doc, &capabilities())
+    BuiltinProtocolReasoner.evaluate_sync(&doc, &declared_capabilities())
 }
 
 /// A protocol document from two schemas (and optional test cases JSON).
@@ -119,7 +95,7 @@ fn snake_case_protocol() -> String {
 #[test]
 fn accepts_the_example_protocol() {
     let Evaluation::Accept { mapping } =
-        BuiltinProtocolReasoner.evaluate_sync(&example(), &capabilities())
+        BuiltinProtocolReasoner.evaluate_sync(&product(), &declared_capabilities())
     else {
         panic!("the example protocol must be accepted");
     };
@@ -154,7 +130,7 @@ fn accepts_across_case_styles() {
 #[test]
 fn accepts_the_seed_document_itself() {
     // Seed 002's protocol as printed (bare JSON, prose test cases).
-    let seed = include_str!("data/seed-002-product.md");
+    let seed = include_str!("../data/seed-002-product.md");
     assert!(matches!(evaluate(seed), Evaluation::Accept { .. }));
 }
 
@@ -283,7 +259,7 @@ fn rejects_what_no_capability_serves() {
 
 #[tokio::test]
 async fn drafts_a_protocol_the_provider_accepts() {
-    let caps = capabilities();
+    let caps = declared_capabilities();
     let product = caps
         .iter()
         .find(|c| c.name == "getProductInfo")
@@ -325,9 +301,9 @@ async fn drafts_a_protocol_the_provider_accepts() {
 
 #[tokio::test]
 async fn handler_for_the_example_matches_the_golden_file() {
-    let doc = example();
+    let doc = product();
     let handler = BuiltinProtocolReasoner
-        .generate_handler(&doc, &capabilities(), None)
+        .generate_handler(&doc, &declared_capabilities(), None)
         .await
         .expect("generates");
     assert_eq!(handler.grants, ["getProductInfo"]);
@@ -356,7 +332,12 @@ async fn handler_for_the_example_matches_the_golden_file() {
 
     // fix_handler cannot do better than regenerate.
     let err = BuiltinProtocolReasoner
-        .fix_handler(&doc, &capabilities(), &handler, "status.code was 500")
+        .fix_handler(
+            &doc,
+            &declared_capabilities(),
+            &handler,
+            "status.code was 500",
+        )
         .await
         .expect_err("nothing to fix");
     assert_eq!(err.code(), "cannot_fix");
@@ -371,7 +352,7 @@ async fn no_handler_without_a_mapping() {
     );
     let doc = ProtocolDoc::parse(text).expect("parses");
     let err = BuiltinProtocolReasoner
-        .generate_handler(&doc, &capabilities(), None)
+        .generate_handler(&doc, &declared_capabilities(), None)
         .await
         .expect_err("nothing to generate");
     assert_eq!(err.code(), "no_mapping");
@@ -379,7 +360,7 @@ async fn no_handler_without_a_mapping() {
 
 #[tokio::test]
 async fn test_case_negotiation_verdicts() {
-    let doc = example();
+    let doc = product();
     let ok = BuiltinProtocolReasoner
         .evaluate_test_cases(
             &doc,
@@ -466,7 +447,7 @@ impl HandlerRunner for NodeRunner {
 async fn generate_and_verify(text: &str) -> (GeneratedHandler, verify::VerificationReport) {
     let doc = ProtocolDoc::parse(text).expect("parses");
     let handler = BuiltinProtocolReasoner
-        .generate_handler(&doc, &capabilities(), None)
+        .generate_handler(&doc, &declared_capabilities(), None)
         .await
         .expect("generates");
     let report = verify::verify(&doc, &NodeRunner, &handler.source).await;
@@ -481,7 +462,7 @@ async fn generated_handlers_pass_their_test_cases_under_node() {
         );
         return;
     }
-    for text in [example_text(), snake_case_protocol()] {
+    for text in [product_text(), snake_case_protocol()] {
         let (handler, report) = generate_and_verify(&text).await;
         assert!(
             report.passed(),
@@ -493,9 +474,9 @@ async fn generated_handlers_pass_their_test_cases_under_node() {
     }
 
     // Malformed requests get the bad-request status, with the echoed id.
-    let doc = example();
+    let doc = product();
     let handler = BuiltinProtocolReasoner
-        .generate_sync(&doc, &capabilities(), None)
+        .generate_sync(&doc, &declared_capabilities(), None)
         .expect("generates");
     for (request, code) in [
         (
@@ -542,7 +523,7 @@ async fn drafts_and_counter_proposals_verify_under_node() {
         );
         return;
     }
-    let caps = capabilities();
+    let caps = declared_capabilities();
     let product = caps
         .iter()
         .find(|c| c.name == "getProductInfo")
@@ -588,7 +569,11 @@ async fn drafts_and_counter_proposals_verify_under_node() {
 /// The seed-003 example: messages are envelopes (`header` + `body`), so the plan reads and
 /// writes fields inside objects, named by JSON Pointer.
 mod envelope {
+    use parley_capabilities::Capabilities;
+    use parley_reasoner::DeclaredCapability;
+
     use super::*;
+    use crate::support::repo;
 
     fn capabilities() -> Vec<DeclaredCapability> {
         let caps = Capabilities::load(&repo().join("examples/seed003/capabilities.toml"), |_| None)

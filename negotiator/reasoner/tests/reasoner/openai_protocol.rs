@@ -3,43 +3,19 @@
 //! answer can be unusable (each a typed error), HTTP failures, the fix prompt, and model-call
 //! counts (zero for the product protocol under the hybrid).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parley_anp::{ProtocolDoc, Verdict};
-use parley_capabilities::Capabilities;
 use parley_reasoner::testing::{RecordedRequest, ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{
-    BuiltinProtocolReasoner, DeclaredCapability, Evaluation, GeneratedHandler,
-    HybridProtocolReasoner, ModelAnswerError, OpenAiConfig, OpenAiProtocolReasoner,
-    ProtocolReasoner, ProtocolReasonerError, ReasonerConfig, ReasonerError,
-    build_protocol_reasoner,
+    BuiltinProtocolReasoner, Evaluation, GeneratedHandler, HybridProtocolReasoner,
+    ModelAnswerError, OpenAiConfig, OpenAiProtocolReasoner, ProtocolReasoner,
+    ProtocolReasonerError, ReasonerConfig, ReasonerError, build_protocol_reasoner,
 };
 use serde_json::{Value, json};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the crate lives in the workspace, at negotiator/reasoner")
-        .to_path_buf()
-}
-
-fn capabilities() -> Vec<DeclaredCapability> {
-    let caps = Capabilities::load(&repo().join("examples/capabilities.toml"), |_| None)
-        .expect("the example capabilities load");
-    DeclaredCapability::all(&caps)
-}
-
-fn product_text() -> String {
-    std::fs::read_to_string(repo().join("examples/protocols/product-info.md"))
-        .expect("example protocol")
-}
-
-fn product() -> ProtocolDoc {
-    ProtocolDoc::parse(product_text()).expect("example parses")
-}
+use crate::support::{declared_capabilities, product, product_text};
 
 /// A product lookup in words the built-in reasoner cannot match (`sku`, `title`, `cost`): it
 /// rejects, a model could map it onto `getProductInfo`.
@@ -103,7 +79,7 @@ async fn evaluate_accept_in_json_mode() {
     let reasoner = model(&server);
     let doc = sku();
     let evaluation = reasoner
-        .evaluate(&doc, &capabilities())
+        .evaluate(&doc, &declared_capabilities())
         .await
         .expect("accepted");
     let Evaluation::Accept { mapping } = evaluation else {
@@ -147,7 +123,7 @@ async fn evaluate_counter_with_a_valid_protocol() {
     })));
     let reasoner = model(&server);
     let evaluation = reasoner
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect("countered");
     assert_eq!(
@@ -168,7 +144,7 @@ async fn evaluate_reject() {
         json!({"decision": "reject", "reason": "No capability knows about weather."}),
     ));
     let evaluation = model(&server)
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect("rejected");
     assert_eq!(
@@ -187,7 +163,7 @@ async fn evaluate_accepts_a_fenced_answer() {
         "```json\n{\"decision\": \"accept\", \"reason\": \"ok\", \"capability\": \"getProductInfo\"}\n```",
     ));
     let evaluation = model(&server)
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect("accepted");
     assert!(matches!(evaluation, Evaluation::Accept { .. }));
@@ -199,7 +175,7 @@ async fn evaluate_failing(reply: ScriptedReply) -> (ProtocolReasonerError, u64) 
     server.push(reply);
     let reasoner = model(&server);
     let err = reasoner
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect_err("the answer is unusable");
     assert_eq!(server.requests().len(), 1);
@@ -392,7 +368,7 @@ async fn a_slow_model_times_out() {
     })
     .expect("valid config");
     let err = reasoner
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect_err("too slow");
     assert!(
@@ -415,12 +391,13 @@ async fn generates_a_handler_in_json_mode() {
     })));
     let reasoner = model(&server);
     let doc = sku();
-    let mapping = match BuiltinProtocolReasoner.evaluate_sync(&product(), &capabilities()) {
+    let mapping = match BuiltinProtocolReasoner.evaluate_sync(&product(), &declared_capabilities())
+    {
         Evaluation::Accept { mapping } => mapping,
         other => panic!("the product protocol is accepted, got {other:?}"),
     };
     let handler = reasoner
-        .generate_handler(&doc, &capabilities(), Some(&mapping))
+        .generate_handler(&doc, &declared_capabilities(), Some(&mapping))
         .await
         .expect("a handler");
     assert_eq!(
@@ -453,7 +430,7 @@ async fn generate_failing(reply: ScriptedReply) -> ProtocolReasonerError {
     let server = ScriptedOpenAi::start().await;
     server.push(reply);
     model(&server)
-        .generate_handler(&sku(), &capabilities(), None)
+        .generate_handler(&sku(), &declared_capabilities(), None)
         .await
         .expect_err("the handler is unusable")
 }
@@ -534,7 +511,7 @@ async fn fix_sends_the_failure_and_the_previous_source() {
     };
     let failure = "test case `missing sku`: handler_threw: TypeError: cannot read property 'productName' of null";
     let handler = reasoner
-        .fix_handler(&sku(), &capabilities(), &previous, failure)
+        .fix_handler(&sku(), &declared_capabilities(), &previous, failure)
         .await
         .expect("fixed");
     assert_eq!(handler.source, fixed);
@@ -565,7 +542,7 @@ async fn a_fix_that_changes_nothing_cannot_fix() {
         compiled: None,
     };
     let err = model(&server)
-        .fix_handler(&sku(), &capabilities(), &previous, "it failed")
+        .fix_handler(&sku(), &declared_capabilities(), &previous, "it failed")
         .await
         .expect_err("the same handler is no fix");
     assert_eq!(err.code(), "cannot_fix");
@@ -658,7 +635,7 @@ async fn hybrid_negotiates_the_product_protocol_without_the_model() {
     let reasoner = hybrid(&server);
     assert_eq!(reasoner.backend(), "hybrid");
     let doc = product();
-    let caps = capabilities();
+    let caps = declared_capabilities();
     let evaluation = reasoner.evaluate(&doc, &caps).await.expect("decided");
     let Evaluation::Accept { mapping } = evaluation else {
         panic!("the built-in reasoner accepts the product protocol, got {evaluation:?}");
@@ -709,7 +686,7 @@ async fn hybrid_asks_the_model_what_the_builtin_cannot_map() {
     let server = ScriptedOpenAi::start().await;
     let reasoner = hybrid(&server);
     let doc = sku();
-    let caps = capabilities();
+    let caps = declared_capabilities();
     assert!(
         matches!(
             BuiltinProtocolReasoner.evaluate_sync(&doc, &caps),
@@ -767,7 +744,7 @@ async fn hybrid_fixes_a_builtin_handler_through_the_model() {
     let server = ScriptedOpenAi::start().await;
     let reasoner = hybrid(&server);
     let doc = product();
-    let caps = capabilities();
+    let caps = declared_capabilities();
     let handler = reasoner
         .generate_handler(&doc, &caps, None)
         .await
@@ -791,7 +768,7 @@ async fn hybrid_reports_a_model_failure_instead_of_the_builtin_reject() {
     server.push(ScriptedReply::error(500, "down"));
     let reasoner = hybrid(&server);
     let err = reasoner
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect_err("the model is down");
     assert_eq!(err.code(), "reasoner_unavailable");
@@ -812,7 +789,7 @@ async fn build_from_config() {
     assert_eq!(configured.backend(), "hybrid");
     // Built without touching the endpoint, and the product protocol costs nothing.
     configured
-        .evaluate(&product(), &capabilities())
+        .evaluate(&product(), &declared_capabilities())
         .await
         .expect("decided");
     assert_eq!(configured.model_calls(), 0);
@@ -821,7 +798,7 @@ async fn build_from_config() {
     // The counter of the Arc<dyn> the server holds moves with the model's calls.
     server.push(answer(json!({"decision": "reject", "reason": "no"})));
     configured
-        .evaluate(&sku(), &capabilities())
+        .evaluate(&sku(), &declared_capabilities())
         .await
         .expect("decided");
     assert_eq!(configured.model_calls(), 1);

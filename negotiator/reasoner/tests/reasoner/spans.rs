@@ -2,15 +2,13 @@
 //! `reasoner.evaluate` with the backend, the protocol's hash and the decision, nested as the
 //! calls are; and never a prompt, a protocol text or an API key in any field.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use parley_anp::ProtocolDoc;
-use parley_capabilities::Capabilities;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{
-    ApiKey, DeclaredCapability, HybridProtocolReasoner, NlRequest, OpenAiConfig,
-    OpenAiProtocolReasoner, OpenAiReasoner, ProtocolReasoner, Reasoner,
+    ApiKey, HybridProtocolReasoner, NlRequest, OpenAiConfig, OpenAiProtocolReasoner,
+    OpenAiReasoner, ProtocolReasoner, Reasoner,
 };
 use serde_json::json;
 use tracing::field::{Field, Visit};
@@ -18,6 +16,8 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::support::{capabilities, declared_capabilities, product};
 
 /// One span as the layer saw it: its name, its parent's name, and every field recorded on it.
 #[derive(Debug, Clone)]
@@ -111,21 +111,6 @@ impl Spans {
     }
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the crate lives in the workspace, at negotiator/reasoner")
-        .to_path_buf()
-}
-
-fn capabilities() -> Arc<Capabilities> {
-    Arc::new(
-        Capabilities::load(&repo().join("examples/capabilities.toml"), |_| None)
-            .expect("the example capabilities load"),
-    )
-}
-
 const KEY: &str = "sk-span-test-secret";
 
 fn config(server: &ScriptedOpenAi) -> OpenAiConfig {
@@ -159,7 +144,7 @@ async fn a_model_evaluation_is_a_model_call_inside_the_evaluation() {
     let model = OpenAiProtocolReasoner::new(config(&server)).expect("valid config");
     let hybrid = HybridProtocolReasoner::new(Arc::new(model));
     let doc = sku_protocol();
-    let caps = DeclaredCapability::all(&capabilities());
+    let caps = declared_capabilities();
 
     let (spans, _guard) = Spans::capture();
     let evaluation = hybrid.evaluate(&doc, &caps).await.expect("evaluates");
@@ -196,13 +181,11 @@ async fn the_builtin_evaluation_makes_no_model_call() {
     let server = ScriptedOpenAi::start().await;
     let model = OpenAiProtocolReasoner::new(config(&server)).expect("valid config");
     let hybrid = HybridProtocolReasoner::new(Arc::new(model));
-    let text = std::fs::read_to_string(repo().join("examples/protocols/product-info.md"))
-        .expect("the example protocol");
-    let doc = ProtocolDoc::parse(text).expect("parses");
+    let doc = product();
 
     let (spans, _guard) = Spans::capture();
     let evaluation = hybrid
-        .evaluate(&doc, &DeclaredCapability::all(&capabilities()))
+        .evaluate(&doc, &declared_capabilities())
         .await
         .expect("evaluates");
     assert_eq!(evaluation.decision(), "accept");

@@ -3,18 +3,10 @@
 //!
 //! Needs the virtual environment made by `scripts/setup-python.sh` (CI runs it first).
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use parley_tests::{TestApp, test_settings};
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_owned()
-}
+use parley_tests::{TestApp, repo_root, test_settings};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_reference_sdk_interoperates_with_parley() {

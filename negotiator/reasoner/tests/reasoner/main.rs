@@ -1,0 +1,12 @@
+//! The integration tests of `parley-reasoner`, in one test binary: the built-in protocol
+//! reasoner (`builtin_protocol`, `builtin_props`), the OpenAI-compatible and hybrid ones
+//! (`openai_protocol`), the natural-language backends (`dialogue`) and their spans (`spans`),
+//! with the fixtures they share in `support`. Data files live beside this directory, in
+//! `tests/data` and `tests/golden`.
+
+mod builtin_props;
+mod builtin_protocol;
+mod dialogue;
+mod openai_protocol;
+mod spans;
+mod support;

@@ -1,0 +1,14 @@
+//! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
+//! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
+//! (`websocket`), the meta-protocol between two agents (`negotiation`), a scripted model
+//! (`openai_backend`) and the Python reference SDK (`interop_python`).
+//!
+//! The modules share one process, and with it one metrics recorder: a counter read from
+//! `/metrics` may include what other tests' servers did.
+
+mod http;
+mod interop_python;
+mod negotiation;
+mod openai_backend;
+mod store_errors;
+mod websocket;
