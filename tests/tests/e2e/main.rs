@@ -1,7 +1,8 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
-//! (`websocket`), the meta-protocol between two agents (`negotiation`), a scripted model
-//! (`openai_backend`) and the Python reference SDK (`interop_python`).
+//! (`websocket`), the meta-protocol between two agents (`negotiation`), the requester's choice
+//! of protocol or natural language (`requester`), a scripted model (`openai_backend`) and the
+//! Python reference SDK (`interop_python`), with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` may include what other tests' servers did.
@@ -10,5 +11,7 @@ mod http;
 mod interop_python;
 mod negotiation;
 mod openai_backend;
+mod requester;
 mod store_errors;
+mod support;
 mod websocket;

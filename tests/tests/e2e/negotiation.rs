@@ -3,36 +3,16 @@
 //! the next call needs no negotiation — on SQLite and on PostgreSQL. Plus the rule breaks a
 //! provider must refuse.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use parley::negotiation::requester::{Outcome, Requester};
+use parley::negotiation::requester::Outcome;
 use parley_anp::{MetaMessage, ProtocolHash};
 use parley_nlip::ErrorInfo;
 use parley_store::{Direction, Role, Store};
-use parley_tests::{TestApp, repo_root, test_settings};
+use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
 
-fn product_protocol() -> String {
-    std::fs::read_to_string(repo_root().join("examples/protocols/product-info.md"))
-        .expect("example protocol")
-}
-
-fn request(id: &str, product: &str) -> Value {
-    json!({"messageId": id, "type": "REQUEST", "action": "getProductInfo", "productId": product})
-}
-
-/// A requester with its own SQLite store in `dir` (reopening the same dir is a restart).
-async fn new_requester(dir: &Path) -> Requester {
-    Requester::new(requester_store(dir).await)
-}
-
-async fn requester_store(dir: &Path) -> Arc<dyn Store> {
-    let url = format!("sqlite://{}/requester.db?mode=rwc", dir.display());
-    parley_store::connect(&url, Default::default())
-        .await
-        .expect("requester store")
-}
+use crate::support::{new_requester, product_protocol, request};
 
 /// Counter value from the provider's /metrics (summed over label sets matching `filter`).
 async fn metric(app: &TestApp, name: &str, filter: &str) -> f64 {

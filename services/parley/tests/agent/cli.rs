@@ -6,11 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_parley");
-
-fn examples() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
+use crate::support::{BIN, examples};
 
 /// Starts `parley serve` on ephemeral ports and returns the child and its NLIP URL, read
 /// from the start-up log line. The caller waits for the child; when start-up fails the

@@ -1,5 +1,7 @@
 //! The integration tests of `parley-store`, in one test binary: one story over every operation
-//! on SQLite and PostgreSQL (`story`), and the spans the store emits (`spans`).
+//! on SQLite and PostgreSQL (`story`), resolving abbreviated protocol hashes (`prefix`), and
+//! the spans the store emits (`spans`).
 
+mod prefix;
 mod spans;
 mod story;

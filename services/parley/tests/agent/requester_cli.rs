@@ -14,11 +14,7 @@ use parley_anp::ProtocolHash;
 use parley_store::Store;
 use tokio::sync::oneshot;
 
-const BIN: &str = env!("CARGO_BIN_EXE_parley");
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
+use crate::support::{BIN, examples};
 
 fn protocol_file() -> PathBuf {
     examples().join("protocols/product-info.md")

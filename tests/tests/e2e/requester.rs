@@ -16,25 +16,9 @@ use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{OpenAiConfig, OpenAiProtocolReasoner};
 use parley_store::Store;
 use parley_tests::{TestApp, test_settings};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-fn product_protocol() -> String {
-    std::fs::read_to_string(parley_tests::repo_root().join("examples/protocols/product-info.md"))
-        .expect("example protocol")
-}
-
-fn request(id: &str, product: &str) -> Value {
-    json!({"messageId": id, "type": "REQUEST", "action": "getProductInfo", "productId": product})
-}
-
-/// A requester with its own SQLite store in `dir`.
-async fn new_requester(dir: &Path) -> Requester {
-    let url = format!("sqlite://{}/requester.db?mode=rwc", dir.display());
-    let store = parley_store::connect(&url, Default::default())
-        .await
-        .expect("requester store");
-    Requester::new(store)
-}
+use crate::support::{new_requester, product_protocol, request};
 
 async fn store_of(settings: &parley::config::Settings) -> Arc<dyn Store> {
     parley_store::connect(&settings.database_url(), Default::default())
