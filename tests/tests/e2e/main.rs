@@ -2,11 +2,14 @@
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
 //! (`websocket`), the meta-protocol between two agents (`negotiation`), the requester's choice
 //! of protocol or natural language (`requester`), a scripted model (`openai_backend`) and the
-//! Python reference SDK (`interop_python`), with what they share in `support`.
+//! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
+//! (`agent`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
-//! `/metrics` may include what other tests' servers did.
+//! `/metrics` may include what other tests' servers did. No test sets a global tracing
+//! subscriber; one that reads the log captures its own thread's (`agent`).
 
+mod agent;
 mod http;
 mod interop_python;
 mod negotiation;

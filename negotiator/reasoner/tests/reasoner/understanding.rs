@@ -10,10 +10,10 @@ use parley_reasoner::{DialogueTurn, NlAnswer, NlRequest, Reasoner, ReasonerConfi
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::support::capabilities;
+
 fn example() -> Arc<dyn Reasoner> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/capabilities.toml");
-    let caps = Capabilities::load(&path, |_| None).expect("the example capabilities load");
-    build(ReasonerConfig::Builtin, Arc::new(caps)).expect("builtin always builds")
+    build(ReasonerConfig::Builtin, capabilities()).expect("builtin always builds")
 }
 
 async fn ask(reasoner: &Arc<dyn Reasoner>, text: &str) -> NlAnswer {

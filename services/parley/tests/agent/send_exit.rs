@@ -7,7 +7,7 @@ use std::process::Command;
 use parley::config::Settings;
 use parley::startup::Bound;
 
-const BIN: &str = env!("CARGO_BIN_EXE_parley");
+use crate::support::{BIN, examples};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_exits_nonzero_when_the_answer_is_an_error() {
@@ -16,10 +16,7 @@ async fn send_exits_nonzero_when_the_answer_is_an_error() {
         listen: "127.0.0.1:0".parse().expect("address"),
         upload_listen: "127.0.0.1:0".parse().expect("address"),
         data_dir: dir.path().to_owned(),
-        capabilities: Some(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../examples/capabilities.toml"),
-        ),
+        capabilities: Some(examples().join("capabilities.toml")),
         ..Settings::default()
     };
     settings.sandbox.warm_up = false;

@@ -5,24 +5,25 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use parley::config::{ReasonerKind, Settings};
-use parley::negotiation::requester::{Outcome, Requester};
+use parley::negotiation::requester::Outcome;
 use parley::startup::{Bound, StartupError};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
 use parley_tests::{TestApp, post_json, test_settings};
 use serde_json::{Value, json};
+use tracing::subscriber::DefaultGuard;
+
+use crate::support::{new_requester, product_protocol};
 
 // --- captured logs ---------------------------------------------------------------------------
 
-/// Every log line of this test binary (info and above), for the tests that check what an
-/// operator sees. Tests run in parallel: each looks only for lines naming its own peer, port or
-/// negotiation.
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
+thread_local! {
+    /// This thread's captured log and the guard that keeps the capturing subscriber its
+    /// default until the thread ends.
+    static LOGS: (Arc<Mutex<Vec<u8>>>, DefaultGuard) = {
         let buffer = Arc::new(Mutex::new(Vec::new()));
         let sink = buffer.clone();
         let subscriber = tracing_subscriber::fmt()
@@ -30,9 +31,17 @@ fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
             .with_ansi(false)
             .with_writer(move || Sink(sink.clone()))
             .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-        buffer
-    })
+        (buffer, tracing::subscriber::set_default(subscriber))
+    };
+}
+
+/// Every log line (info and above) of the calling test, for the tests that check what an
+/// operator sees; the first call starts the capture. Each test has a thread of its own and a
+/// current-thread runtime on it, which runs the servers the test starts, so the capture holds
+/// their lines and none of the other tests of this binary (which run in parallel, some
+/// negotiating the same protocols).
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    LOGS.with(|(buffer, _)| buffer.clone())
 }
 
 struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -392,27 +401,13 @@ async fn a_model_end_point_that_refuses_the_key_is_reported_and_logged() {
 
 // --- negotiation logs ---------------------------------------------------------------------------
 
-fn product_protocol() -> String {
-    std::fs::read_to_string(parley_tests::repo_root().join("examples/protocols/product-info.md"))
-        .expect("example protocol")
-}
-
-async fn requester(dir: &Path) -> Requester {
-    let url = format!("sqlite://{}/requester.db?mode=rwc", dir.display());
-    Requester::new(
-        parley_store::connect(&url, Default::default())
-            .await
-            .expect("requester store"),
-    )
-}
-
 #[tokio::test]
 async fn the_provider_logs_each_negotiation_start_and_end() {
     logs();
     let dir = tempfile::tempdir().expect("tempdir");
     let provider = TestApp::spawn(&test_settings(dir.path())).await;
     let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = requester(requester_dir.path()).await;
+    let requester = new_requester(requester_dir.path()).await;
 
     let negotiated = requester
         .negotiate(&provider.url(), &product_protocol(), |_| {})
