@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use parley::config::{ReasonerKind, Settings};
@@ -14,9 +14,10 @@ use parley::startup::{Bound, StartupError};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
 use parley_tests::{TestApp, post_json, test_settings};
 use serde_json::{Value, json};
-use tracing::subscriber::DefaultGuard;
+use tracing::Dispatch;
+use tracing::subscriber::{DefaultGuard, NoSubscriber};
 
-use crate::support::{new_requester, product_protocol};
+use crate::support::{MODEL, new_requester, product_protocol};
 
 // --- captured logs ---------------------------------------------------------------------------
 
@@ -31,6 +32,7 @@ thread_local! {
             .with_ansi(false)
             .with_writer(move || Sink(sink.clone()))
             .finish();
+        keep_a_second_dispatch();
         (buffer, tracing::subscriber::set_default(subscriber))
     };
 }
@@ -42,6 +44,16 @@ thread_local! {
 /// negotiating the same protocols).
 fn logs() -> Arc<Mutex<Vec<u8>>> {
     LOGS.with(|(buffer, _)| buffer.clone())
+}
+
+/// Registers a second tracing `Dispatch`, alive as long as the process, before a test installs
+/// its capturing subscriber. While exactly one dispatch is registered, tracing-core asks only the
+/// default subscriber of whichever thread first reaches a callsite (tokio-rs/tracing#3611): a
+/// test of this binary without a subscriber would switch that span or event off for the
+/// capturing test too. With two registered, every registered one is asked.
+fn keep_a_second_dispatch() {
+    static SECOND: OnceLock<Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| Dispatch::new(NoSubscriber::default()));
 }
 
 struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -310,6 +322,7 @@ async fn a_hosted_model_end_point_without_a_key_is_refused_at_start() {
 #[tokio::test]
 async fn an_unreachable_model_is_reported_by_readiness_and_every_failure_is_logged() {
     logs();
+    let _turn = MODEL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     // A port that was free a moment ago: nothing answers there.
     let port = parley_tests::free_port().expect("port");

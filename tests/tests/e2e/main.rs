@@ -3,11 +3,13 @@
 //! (`websocket`), the meta-protocol between two agents (`negotiation`), the requester's choice
 //! of protocol or natural language (`requester`), a scripted model (`openai_backend`) and the
 //! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
-//! (`agent`); with what they share in `support`.
+//! (`agent`); what model calls cost (`tokens`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
-//! `/metrics` may include what other tests' servers did. No test sets a global tracing
-//! subscriber; one that reads the log captures its own thread's (`agent`).
+//! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
+//! `support::MODEL`, and one that checks model counters compares them before and after under it.
+//! No test sets a global tracing subscriber; one that reads the log captures its own thread's
+//! (`agent`).
 
 mod agent;
 mod http;
@@ -17,4 +19,5 @@ mod openai_backend;
 mod requester;
 mod store_errors;
 mod support;
+mod tokens;
 mod websocket;

@@ -12,7 +12,7 @@ use parley_store::{Direction, Role, Store};
 use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
 
-use crate::support::{new_requester, product_protocol, request};
+use crate::support::{MODEL, new_requester, product_protocol, request};
 
 /// Counter value from the provider's /metrics (summed over label sets matching `filter`).
 async fn metric(app: &TestApp, name: &str, filter: &str) -> f64 {
@@ -439,6 +439,7 @@ async fn each_negotiation_s_transcript_opens_with_the_hello_before_it() {
 #[tokio::test]
 async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failure() {
     use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
+    let _turn = MODEL.lock().await;
     let text = product_protocol();
     let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
     let capabilities =
@@ -470,6 +471,8 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     settings.openai.base_url = model.base_url();
     settings.negotiation.backend = parley::config::ProtocolBackend::Openai;
     let provider = TestApp::spawn(&settings).await;
+    // The process's model counters before this negotiation (other tests' servers count there).
+    let calls_before = metric(&provider, "parley_model_calls_total", "purpose=").await;
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;
     let negotiated = requester
@@ -487,7 +490,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     );
     assert_eq!(
         // evaluate, generate_handler and fix_handler: one call each.
-        metric(&provider, "parley_model_calls_total", "purpose=").await,
+        metric(&provider, "parley_model_calls_total", "purpose=").await - calls_before,
         3.0
     );
 

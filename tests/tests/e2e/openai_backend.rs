@@ -8,8 +8,11 @@ use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_tests::{TestApp, post_json, test_settings};
 use serde_json::json;
 
+use crate::support::MODEL;
+
 #[tokio::test]
 async fn natural_language_goes_through_the_model_and_its_tool_calls() {
+    let _turn = MODEL.lock().await;
     let model = ScriptedOpenAi::start().await;
     model.push(ScriptedReply::tool_call(
         "getProductInfo",
@@ -89,6 +92,7 @@ async fn natural_language_goes_through_the_model_and_its_tool_calls() {
 
 #[tokio::test]
 async fn a_failing_model_is_an_nlip_error_not_an_empty_answer() {
+    let _turn = MODEL.lock().await;
     let model = ScriptedOpenAi::start().await;
     model.set_fallback(ScriptedReply::raw("this is not json"));
     let dir = tempfile::tempdir().expect("tempdir");
@@ -111,6 +115,7 @@ async fn a_failing_model_is_an_nlip_error_not_an_empty_answer() {
 
 #[tokio::test]
 async fn a_slow_model_hits_the_request_timeout() {
+    let _turn = MODEL.lock().await;
     let model = ScriptedOpenAi::start().await;
     model.set_fallback(ScriptedReply::text("too late").delayed(std::time::Duration::from_secs(5)));
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,11 +1,15 @@
-//! What the negotiation and requester tests share: the example product protocol, a request
-//! for it, and a requester with a store of its own.
+//! What the modules share: the lock on the process's model counters, the example product
+//! protocol, a request for it, and a requester with a store of its own.
 
 use std::path::Path;
 
 use parley::negotiation::requester::Requester;
 use parley_tests::repo_root;
 use serde_json::{Value, json};
+
+/// Taken by every test that makes a server call a model. The metrics recorder is one per process,
+/// so a test that compares model counters before and after holds this for its whole turn.
+pub static MODEL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The text of `examples/protocols/product-info.md` (seed 002's product protocol).
 pub fn product_protocol() -> String {

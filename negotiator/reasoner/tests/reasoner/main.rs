@@ -1,8 +1,8 @@
 //! The integration tests of `parley-reasoner`, in one test binary: the built-in protocol
 //! reasoner (`builtin_protocol`, `builtin_props`), the OpenAI-compatible and hybrid ones
 //! (`openai_protocol`), the natural-language backends (`dialogue`), the built-in one reading
-//! simple requests (`understanding`), and their spans (`spans`), with the fixtures they share in
-//! `support`. Data files live beside this directory, in
+//! simple requests (`understanding`), their spans (`spans`) and what their model calls cost
+//! (`usage`), with the fixtures they share in `support`. Data files live beside this directory, in
 //! `tests/data` and `tests/golden`.
 
 mod builtin_props;
@@ -12,3 +12,4 @@ mod openai_protocol;
 mod spans;
 mod support;
 mod understanding;
+mod usage;

@@ -2,7 +2,7 @@
 //! `reasoner.evaluate` with the backend, the protocol's hash and the decision, nested as the
 //! calls are; and never a prompt, a protocol text or an API key in any field.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use parley_anp::ProtocolDoc;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
@@ -11,9 +11,10 @@ use parley_reasoner::{
     OpenAiReasoner, ProtocolReasoner, Reasoner,
 };
 use serde_json::json;
+use tracing::Dispatch;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
-use tracing::subscriber::DefaultGuard;
+use tracing::subscriber::{DefaultGuard, NoSubscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -87,6 +88,7 @@ impl Spans {
     fn capture() -> (Self, DefaultGuard) {
         let spans = Spans::default();
         let subscriber = tracing_subscriber::registry().with(spans.clone());
+        keep_a_second_dispatch();
         (spans, tracing::subscriber::set_default(subscriber))
     }
 
@@ -109,6 +111,16 @@ impl Spans {
             .flat_map(|s| s.fields.iter().map(|(_, v)| v.clone()))
             .collect()
     }
+}
+
+/// Registers a second tracing `Dispatch`, alive as long as the process, before a test installs
+/// its capturing subscriber. While exactly one dispatch is registered, tracing-core asks only the
+/// default subscriber of whichever thread first reaches a callsite (tokio-rs/tracing#3611): a
+/// test of this binary without a subscriber would switch that span or event off for the
+/// capturing test too. With two registered, every registered one is asked.
+fn keep_a_second_dispatch() {
+    static SECOND: OnceLock<Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| Dispatch::new(NoSubscriber::default()));
 }
 
 const KEY: &str = "sk-span-test-secret";

@@ -2,68 +2,26 @@
 //! serves, and shuts down gracefully on SIGTERM; `send` talks HTTP and WebSocket;
 //! `sandbox run` prints a handler's output or its typed error.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::support::{BIN, examples};
+use crate::support::{BIN, examples, spawn_serve};
 
-/// Starts `parley serve` on ephemeral ports and returns the child and its NLIP URL, read
-/// from the start-up log line. The caller waits for the child; when start-up fails the
-/// test fails with it.
-#[allow(clippy::zombie_processes)]
+/// Starts `parley serve` on ephemeral ports and returns the child and its NLIP URL.
 fn serve(dir: &std::path::Path) -> (Child, String) {
     serve_with(dir, None)
 }
 
 /// [`serve`] with an explicit database URL (PostgreSQL).
-#[allow(clippy::zombie_processes)]
 fn serve_with(dir: &std::path::Path, database_url: Option<&str>) -> (Child, String) {
-    let mut command = Command::new(BIN);
-    if let Some(url) = database_url {
-        command.env("PARLEY_DATABASE_URL", url);
-    } else {
-        command.env_remove("PARLEY_DATABASE_URL");
-    }
-    let mut child = command
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--upload-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("--capabilities")
-        .arg(examples().join("capabilities.toml"))
-        .env("RUST_LOG", "info")
-        .env_remove("PARLEY_CONFIG")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("parley starts");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        let line = lines
-            .next()
-            .expect("parley logs before it exits")
-            .expect("utf-8 log");
-        if let Some(rest) = line.split("nlip=").nth(1) {
-            let url = rest
-                .split_whitespace()
-                .next()
-                .expect("url")
-                .trim_matches('"')
-                .to_owned();
-            // Keep draining stderr so the child never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines.by_ref() {});
-            return (child, url);
+    spawn_serve(dir, |command| {
+        if let Some(url) = database_url {
+            command.env("PARLEY_DATABASE_URL", url);
+        } else {
+            command.env_remove("PARLEY_DATABASE_URL");
         }
-    }
-    panic!("parley did not report its address in time");
+        command.env_remove("PARLEY_CONFIG");
+    })
 }
 
 /// The hash line `parley negotiate` prints.

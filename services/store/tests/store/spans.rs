@@ -1,14 +1,15 @@
 //! Every store operation runs in one span, `store.<operation>`, that names the backend and nothing of
 //! the data: no message body, state or value reaches a span or an event, the driver's included.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use parley_store::testing::{fresh_postgres_url, fresh_sqlite_url};
 use parley_store::{Direction, NewConversation, Store, StoreOptions, connect};
 use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
-use tracing::{Event, Subscriber};
+use tracing::subscriber::NoSubscriber;
+use tracing::{Dispatch, Event, Subscriber};
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 
@@ -52,6 +53,16 @@ impl<S: Subscriber> Layer<S> for Recorder {
     }
 }
 
+/// Registers a second tracing `Dispatch`, alive as long as the process, before a test installs
+/// its capturing subscriber. While exactly one dispatch is registered, tracing-core asks only the
+/// default subscriber of whichever thread first reaches a callsite (tokio-rs/tracing#3611): a
+/// test of this binary without a subscriber would switch that span or event off for the
+/// capturing test too. With two registered, every registered one is asked.
+fn keep_a_second_dispatch() {
+    static SECOND: OnceLock<Dispatch> = OnceLock::new();
+    SECOND.get_or_init(|| Dispatch::new(NoSubscriber::default()));
+}
+
 async fn operations(store: &dyn Store) {
     let id = "conversation-1";
     store
@@ -81,6 +92,7 @@ async fn operations(store: &dyn Store) {
 async fn spans_name_the_operation_and_the_backend_only(url: &str, backend: &str) {
     let recorder = Recorder::default();
     let subscriber = Registry::default().with(recorder.clone());
+    keep_a_second_dispatch();
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let store = connect(url, StoreOptions::default())

@@ -3,20 +3,15 @@
 //! of a conversation's natural-language answers, above its log. The provider runs as `parley
 //! serve` with every decision made by a scripted OpenAI-compatible server that reports usage.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_parley");
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
+use crate::support::{BIN, examples, spawn_serve};
 
 /// Runs the CLI off the async workers (the scripted model answers on them meanwhile).
 async fn run(args: &[&str]) -> (bool, String, String) {
@@ -39,48 +34,13 @@ async fn run(args: &[&str]) -> (bool, String, String) {
 }
 
 /// `parley serve --config CONFIG` on ephemeral ports; its NLIP URL, read from the start-up log.
-#[allow(clippy::zombie_processes)]
 fn serve(dir: &Path, config: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--upload-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--config")
-        .arg(config)
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("--capabilities")
-        .arg(examples().join("capabilities.toml"))
-        .env("RUST_LOG", "info")
-        .env_remove("PARLEY_DATABASE_URL")
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("parley starts");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        let line = lines
-            .next()
-            .expect("parley logs before it exits")
-            .expect("utf-8 log");
-        if let Some(rest) = line.split("nlip=").nth(1) {
-            let url = rest
-                .split_whitespace()
-                .next()
-                .expect("url")
-                .trim_matches('"')
-                .to_owned();
-            std::thread::spawn(move || for _ in lines.by_ref() {});
-            return (child, url);
-        }
-    }
-    panic!("parley did not report its address in time");
+    spawn_serve(dir, |command| {
+        command
+            .arg("--config")
+            .arg(config)
+            .env_remove("PARLEY_DATABASE_URL");
+    })
 }
 
 fn stop(mut child: Child) {

@@ -3,8 +3,8 @@
 //! store (per conversation for natural-language answers, per negotiation for its reasoning), on
 //! SQLite and on PostgreSQL; structured calls through the agreed protocol cost nothing more.
 //!
-//! The metrics recorder is one per process, so the tests here that call a model take turns
-//! (`MODEL`) and compare counters before and after.
+//! The metrics recorder is one per process, so the tests of this binary that make a server call a
+//! model take turns (`support::MODEL`), and these compare counters before and after.
 
 use std::path::Path;
 
@@ -17,8 +17,7 @@ use parley_store::{ModelUsage, ModelUsageOwner, NegotiationStatus};
 use parley_tests::{TestApp, post_json, test_settings};
 use serde_json::json;
 
-/// Taken by every test that makes the server call a model, so counter deltas are its own.
-static MODEL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::support::MODEL;
 
 fn spent(purpose: &str, calls: i64, unmetered: i64, prompt: i64, completion: i64) -> ModelUsage {
     ModelUsage {

@@ -3,11 +3,9 @@
 //! and a failed request counted as calls with unknown tokens; concurrent meters on one shared
 //! backend kept apart; nothing counted for backends that call no model.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parley_anp::ProtocolDoc;
-use parley_capabilities::Capabilities;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{
     BuiltinReasoner, DeclaredCapability, HybridProtocolReasoner, ModelPurpose, NlRequest,
@@ -16,20 +14,7 @@ use parley_reasoner::{
 };
 use serde_json::json;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the crate lives in the workspace, at negotiator/reasoner")
-        .to_path_buf()
-}
-
-fn loaded_capabilities() -> Arc<Capabilities> {
-    Arc::new(
-        Capabilities::load(&repo().join("examples/capabilities.toml"), |_| None)
-            .expect("the example capabilities load"),
-    )
-}
+use crate::support::{capabilities, product};
 
 fn config(server: &ScriptedOpenAi) -> OpenAiConfig {
     OpenAiConfig {
@@ -78,9 +63,8 @@ async fn a_natural_language_answer_counts_each_request_of_its_tool_loop() {
     server.push(ScriptedReply::text("The laptop costs 1299.99 USD.").with_usage(Some((498, 11))));
     // The next answer's model reports no usage.
     server.push(ScriptedReply::text("Hello.").with_usage(None));
-    let reasoner: Arc<dyn Reasoner> = Arc::new(
-        OpenAiReasoner::new(config(&server), loaded_capabilities()).expect("valid config"),
-    );
+    let reasoner: Arc<dyn Reasoner> =
+        Arc::new(OpenAiReasoner::new(config(&server), capabilities()).expect("valid config"));
 
     let meter = UsageMeter::new();
     let answer = metered(&reasoner, &meter)
@@ -123,7 +107,7 @@ async fn a_negotiation_counts_evaluation_generation_and_fix_apart() {
     );
     let backend: Arc<dyn ProtocolReasoner> =
         Arc::new(OpenAiProtocolReasoner::new(config(&server)).expect("valid config"));
-    let specs = DeclaredCapability::all(&loaded_capabilities());
+    let specs = DeclaredCapability::all(&capabilities());
     let doc = sku();
 
     let meter = UsageMeter::new();
@@ -156,7 +140,7 @@ async fn concurrent_meters_on_one_backend_each_see_their_own_calls() {
     server.set_fallback(accept().with_usage(Some((100, 5))));
     let backend: Arc<dyn ProtocolReasoner> =
         Arc::new(OpenAiProtocolReasoner::new(config(&server)).expect("valid config"));
-    let specs = DeclaredCapability::all(&loaded_capabilities());
+    let specs = DeclaredCapability::all(&capabilities());
     let doc = sku();
     let meters: Vec<UsageMeter> = (0..3).map(|_| UsageMeter::new()).collect();
     let mut tasks = tokio::task::JoinSet::new();
@@ -189,7 +173,7 @@ async fn concurrent_meters_on_one_backend_each_see_their_own_calls() {
 async fn backends_without_a_model_spend_nothing() {
     let server = ScriptedOpenAi::start().await;
     let meter = UsageMeter::new();
-    let builtin: Arc<dyn Reasoner> = Arc::new(BuiltinReasoner::new(loaded_capabilities()));
+    let builtin: Arc<dyn Reasoner> = Arc::new(BuiltinReasoner::new(capabilities()));
     assert!(builtin.metered(&meter).is_none());
     metered(&builtin, &meter)
         .answer(NlRequest::english("help"))
@@ -200,12 +184,8 @@ async fn backends_without_a_model_spend_nothing() {
     let model: Arc<dyn ProtocolReasoner> =
         Arc::new(OpenAiProtocolReasoner::new(config(&server)).expect("valid config"));
     let hybrid: Arc<dyn ProtocolReasoner> = Arc::new(HybridProtocolReasoner::new(model));
-    let product = ProtocolDoc::parse(
-        std::fs::read_to_string(repo().join("examples/protocols/product-info.md"))
-            .expect("example protocol"),
-    )
-    .expect("parses");
-    let specs = DeclaredCapability::all(&loaded_capabilities());
+    let product = product();
+    let specs = DeclaredCapability::all(&capabilities());
     let reasoner = metered_protocol(&hybrid, &meter);
     reasoner.evaluate(&product, &specs).await.expect("decided");
     reasoner
