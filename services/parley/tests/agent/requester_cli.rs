@@ -4,17 +4,12 @@
 //! provider rejects the protocol or does not speak the meta-protocol (`--no-fallback` makes that
 //! an error); URLs without a path work in every command, a wrong WebSocket path gets a hint.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use parley::config::Settings;
-use parley::startup::Bound;
 use parley_anp::ProtocolHash;
-use parley_store::Store;
-use tokio::sync::oneshot;
 
-use crate::support::{BIN, examples};
+use crate::support::{BIN, Provider, examples, utf8};
 
 fn protocol_file() -> PathBuf {
     examples().join("protocols/product-info.md")
@@ -22,63 +17,6 @@ fn protocol_file() -> PathBuf {
 
 const REQUEST: &str =
     r#"{"messageId": "c1", "type": "REQUEST", "action": "getProductInfo", "productId": "P12345"}"#;
-
-/// A provider serving `capabilities` in this process, with its own SQLite database in `dir`.
-struct Provider {
-    addr: SocketAddr,
-    settings: Settings,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Provider {
-    async fn start(dir: &Path, capabilities: PathBuf) -> Provider {
-        let mut settings = Settings {
-            listen: "127.0.0.1:0".parse().expect("literal address"),
-            upload_listen: "127.0.0.1:0".parse().expect("literal address"),
-            data_dir: dir.to_owned(),
-            capabilities: Some(capabilities),
-            ..Settings::default()
-        };
-        settings.sandbox.warm_up = false;
-        // The first negotiation compiles the sandbox's runtime; on a loaded CI machine that can
-        // take longer than the default request time limit, which is not what these tests test.
-        settings.limits.request_timeout_ms = 180_000;
-        let bound = Bound::new(&settings).await.expect("the provider starts");
-        let addr = bound.addr;
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(bound.run(async {
-            let _ = stopped.await;
-        }));
-        Provider {
-            addr,
-            settings,
-            stop: Some(stop),
-        }
-    }
-
-    async fn store(&self) -> Arc<dyn Store> {
-        parley_store::connect(&self.settings.database_url(), Default::default())
-            .await
-            .expect("provider store")
-    }
-
-    async fn negotiations(&self, hash: &ProtocolHash) -> usize {
-        self.store()
-            .await
-            .negotiations_for_protocol(&hash.to_string())
-            .await
-            .expect("negotiations")
-            .len()
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
 
 /// Runs `parley ARGS` and returns (success, stdout, stderr).
 async fn parley(args: &[&str]) -> (bool, String, String) {
@@ -94,10 +32,6 @@ async fn parley(args: &[&str]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn utf8(path: &Path) -> &str {
-    path.to_str().expect("a UTF-8 path")
 }
 
 /// A capabilities file with only the order-status lookup: it cannot serve the product protocol.

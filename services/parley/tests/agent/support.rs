@@ -1,10 +1,18 @@
-//! What the tests of the `parley` executable share: where it is, the example files, and
-//! `parley serve` started as a child process.
+//! What the tests of the `parley` executable share: where it is, the example files, `parley
+//! serve` started as a child process, and a provider in the test's own process.
 
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use parley::config::Settings;
+use parley::startup::Bound;
+use parley_anp::ProtocolHash;
+use parley_store::Store;
+use tokio::sync::oneshot;
 
 /// The `parley` executable Cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_parley");
@@ -12,6 +20,11 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_parley");
 /// The repository's `examples/` directory.
 pub fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// A path as the `&str` a command line takes.
+pub fn utf8(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
 }
 
 /// Starts `parley serve` on ephemeral ports, with its data in `dir`, the example capabilities
@@ -59,4 +72,68 @@ pub fn spawn_serve(dir: &Path, configure: impl FnOnce(&mut Command)) -> (Child, 
         }
     }
     panic!("parley did not report its address in time");
+}
+
+/// A provider serving `capabilities` in this process, with its own SQLite database in `dir`.
+pub struct Provider {
+    pub addr: SocketAddr,
+    settings: Settings,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Provider {
+    pub async fn start(dir: &Path, capabilities: PathBuf) -> Provider {
+        let mut settings = Settings {
+            listen: "127.0.0.1:0".parse().expect("literal address"),
+            upload_listen: "127.0.0.1:0".parse().expect("literal address"),
+            data_dir: dir.to_owned(),
+            capabilities: Some(capabilities),
+            ..Settings::default()
+        };
+        settings.sandbox.warm_up = false;
+        // The first negotiation compiles the sandbox's runtime; on a loaded CI machine that can
+        // take longer than the default request time limit, which is not what these tests test.
+        settings.limits.request_timeout_ms = 180_000;
+        let bound = Bound::new(&settings).await.expect("the provider starts");
+        let addr = bound.addr;
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(bound.run(async {
+            let _ = stopped.await;
+        }));
+        Provider {
+            addr,
+            settings,
+            stop: Some(stop),
+        }
+    }
+
+    /// Its NLIP URL, `http://…/nlip`.
+    pub fn url(&self) -> String {
+        format!("http://{}/nlip", self.addr)
+    }
+
+    /// Its store, through a connection of the test's own.
+    pub async fn store(&self) -> Arc<dyn Store> {
+        parley_store::connect(&self.settings.database_url(), Default::default())
+            .await
+            .expect("provider store")
+    }
+
+    /// How many negotiations of protocol `hash` it has on record.
+    pub async fn negotiations(&self, hash: &ProtocolHash) -> usize {
+        self.store()
+            .await
+            .negotiations_for_protocol(&hash.to_string())
+            .await
+            .expect("negotiations")
+            .len()
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! The integration tests of `parley-store`, in one test binary: one story over every operation
 //! on SQLite and PostgreSQL (`story`), resolving abbreviated protocol hashes (`prefix`), model
-//! calls and tokens per owner (`model_usage`), and the spans the store emits (`spans`).
+//! calls and tokens per owner (`model_usage`), the connect timeout (`connect_timeout`), and the
+//! spans the store emits (`spans`).
 
+mod connect_timeout;
 mod model_usage;
 mod prefix;
 mod spans;

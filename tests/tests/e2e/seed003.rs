@@ -3,12 +3,12 @@
 //! (`header` + `body`), over real NLIP with the built-in reasoner; then QUERY messages answered
 //! by a RESPONSE or an ERROR whose `reply_to` is the query's `id`.
 
-use std::path::Path;
-
-use parley::negotiation::requester::{Outcome, Requester};
+use parley::negotiation::requester::Outcome;
 use parley_anp::ProtocolHash;
 use parley_tests::{TestApp, repo_root, test_settings};
 use serde_json::{Value, json};
+
+use crate::support::new_requester;
 
 fn station_protocol() -> String {
     std::fs::read_to_string(repo_root().join("examples/seed003/protocols/station-reading.md"))
@@ -30,15 +30,6 @@ fn query(id: &str, conversation: &str, body: Value) -> Value {
         },
         "body": body
     })
-}
-
-async fn new_requester(dir: &Path) -> Requester {
-    let url = format!("sqlite://{}/requester.db?mode=rwc", dir.display());
-    Requester::new(
-        parley_store::connect(&url, Default::default())
-            .await
-            .expect("requester store"),
-    )
 }
 
 /// The reply's header links it to `request` as seed 003 says: `reply_to` is the query's `id`,

@@ -6,26 +6,15 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parley::config::Settings;
-use parley::startup::Bound;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_store::Store;
-use tokio::sync::oneshot;
 
-const BIN: &str = env!("CARGO_BIN_EXE_parley");
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
-
-fn utf8(path: &Path) -> &str {
-    path.to_str().expect("a UTF-8 path")
-}
+use crate::support::{BIN, Provider, examples, utf8};
 
 /// `parley ARGS` with none of the `PARLEY_*` settings of the environment that runs the tests.
 fn parley(args: &[&str]) -> Command {
@@ -127,43 +116,6 @@ impl Drop for Served {
     }
 }
 
-/// A provider in this process (SQLite in `dir`), stopped on drop.
-struct Provider {
-    url: String,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Provider {
-    async fn start(dir: &Path) -> Provider {
-        let mut settings = Settings {
-            listen: "127.0.0.1:0".parse().expect("literal address"),
-            upload_listen: "127.0.0.1:0".parse().expect("literal address"),
-            data_dir: dir.to_owned(),
-            capabilities: Some(examples().join("capabilities.toml")),
-            ..Settings::default()
-        };
-        settings.sandbox.warm_up = false;
-        let bound = Bound::new(&settings).await.expect("the provider starts");
-        let url = format!("http://{}/nlip", bound.addr);
-        let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(bound.run(async {
-            let _ = stopped.await;
-        }));
-        Provider {
-            url,
-            stop: Some(stop),
-        }
-    }
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
 /// Runs `command` with its stdout, and its stderr too when `stderr_closed`, going into a pipe
 /// nobody reads any more (what `parley … | head` does once head has its lines).
 async fn into_closed_pipe(mut command: Command, stderr_closed: bool) -> (Option<i32>, String) {
@@ -189,8 +141,9 @@ async fn every_printing_command_ends_quietly_when_its_reader_is_gone() {
     let provider_dir = tempfile::tempdir().expect("tempdir");
     let local = tempfile::tempdir().expect("tempdir");
     let local = utf8(local.path()).to_owned();
-    let provider = Provider::start(provider_dir.path()).await;
-    let url = provider.url.as_str();
+    let provider = Provider::start(provider_dir.path(), examples().join("capabilities.toml")).await;
+    let url = provider.url();
+    let url = url.as_str();
     let protocol = examples().join("protocols/product-info.md");
     let handler = local.clone() + "/handler.js";
     std::fs::write(&handler, "function handle(r) { return { echoed: r }; }").expect("write");
