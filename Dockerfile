@@ -1,6 +1,7 @@
-# Builds the `parley` binary and ships it, stripped, on a slim Debian, run by a user without
-# privileges. Needs BuildKit (Docker 23 and later build with it by default): the build keeps cargo's
-# registry and target directory in cache mounts, so a source change recompiles only what changed.
+# Builds the `parley` binary and ships it (as the release profile builds it: no debug info, symbols
+# kept, so backtraces name functions) on a slim Debian, run by a user without privileges. Needs
+# BuildKit (Docker 23 and later build with it by default): the build keeps cargo's registry and
+# target directory in cache mounts, so a source change recompiles only what changed.
 #
 # The base images are build arguments (a mirror's, or local stand-ins: scripts/docker-base-images.sh).
 # The Rust image carries the toolchain rust-toolchain.toml pins (rustc 1.95.0); the build needs
@@ -22,8 +23,7 @@ RUN --mount=type=cache,id=parley-cargo-registry,target=/usr/local/cargo/registry
       set -- --offline --config "source.crates-io.replace-with='vendored'" \
         --config "source.vendored.directory='/src/$CARGO_VENDOR_DIR'"; \
     fi; \
-    cargo build --release --locked -p parley --config profile.release.strip=true \
-      --target-dir /build/target "$@"; \
+    cargo build --release --locked -p parley --target-dir /build/target "$@"; \
     install -D -m 0755 /build/target/release/parley /out/parley
 
 FROM ${RUNTIME_IMAGE}
