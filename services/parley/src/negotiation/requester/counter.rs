@@ -46,12 +46,21 @@ pub fn judge_counter(ours: &ProtocolDoc, proposal: &str) -> Verdict {
     if missing_request.is_empty() && missing_response.is_empty() {
         Verdict::Accept
     } else {
-        Verdict::Reject {
-            reason: format!(
-                "the counter-proposal needs request fields we cannot supply ({}) or drops response fields we need ({})",
-                missing_request.join(", "),
+        let mut problems = Vec::new();
+        if !missing_request.is_empty() {
+            problems.push(format!(
+                "needs request fields we cannot supply ({})",
+                missing_request.join(", ")
+            ));
+        }
+        if !missing_response.is_empty() {
+            problems.push(format!(
+                "drops response fields we need ({})",
                 missing_response.join(", ")
-            ),
+            ));
+        }
+        Verdict::Reject {
+            reason: format!("the counter-proposal {}", problems.join(" and ")),
         }
     }
 }
