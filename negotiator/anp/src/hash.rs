@@ -76,6 +76,17 @@ impl fmt::Debug for ProtocolHash {
     }
 }
 
+impl ProtocolHash {
+    /// `s` without its optional `sha256:` label (any case): the hex digits a hash, or a prefix
+    /// of one, is written with.
+    pub fn hex_digits(s: &str) -> &str {
+        match s.get(..7) {
+            Some(label) if label.eq_ignore_ascii_case("sha256:") => &s[7..],
+            _ => s,
+        }
+    }
+}
+
 impl FromStr for ProtocolHash {
     type Err = HashParseError;
 
@@ -83,10 +94,7 @@ impl FromStr for ProtocolHash {
         let err = || HashParseError {
             input: s.chars().take(80).collect(),
         };
-        let digits = match s.get(..7) {
-            Some(prefix) if prefix.eq_ignore_ascii_case("sha256:") => &s[7..],
-            _ => s,
-        };
+        let digits = ProtocolHash::hex_digits(s);
         if digits.len() != 64 {
             return Err(err());
         }
@@ -113,6 +121,14 @@ impl<'de> Deserialize<'de> for ProtocolHash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_digits_drop_the_label_in_any_case_and_keep_prefixes() {
+        assert_eq!(ProtocolHash::hex_digits("SHA256:78f5"), "78f5");
+        assert_eq!(ProtocolHash::hex_digits("sha256:78f5"), "78f5");
+        assert_eq!(ProtocolHash::hex_digits("78f5"), "78f5");
+        assert_eq!(ProtocolHash::hex_digits("sha256"), "sha256");
+    }
 
     // SHA-256("abc"), FIPS 180-2 appendix B.1.
     const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";

@@ -159,10 +159,7 @@ impl Requester {
     /// [`RequesterError::UnknownLocally`], several [`RequesterError::Ambiguous`].
     pub async fn resolve_hash(&self, prefix: &str) -> Result<ProtocolHash, RequesterError> {
         let trimmed = prefix.trim();
-        let hex = trimmed
-            .strip_prefix("sha256:")
-            .unwrap_or(trimmed)
-            .to_ascii_lowercase();
+        let hex = ProtocolHash::hex_digits(trimmed).to_ascii_lowercase();
         if hex.is_empty() || hex.len() > 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(RequesterError::NotAHash(prefix.to_owned()));
         }
