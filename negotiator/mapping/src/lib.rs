@@ -1,9 +1,9 @@
 //! The built-in reasoner's handler plan, and the code that answers a request from it.
 //!
 //! A [`Mapping`] says how one capability serves a protocol: which request fields to check, which
-//! become the capability's arguments, and where every response field comes from. The negotiator
-//! plans mappings (`parley_negotiator::mapping`) and generates the JavaScript handler from one
-//! (`parley_negotiator::handler_gen`); [`serve`] answers a request from a mapping directly. The
+//! become the capability's arguments, and where every response field comes from. The reasoner
+//! plans mappings (`parley_reasoner`'s planner) and generates the JavaScript handler from one
+//! (`parley_reasoner`'s `handler_gen`); [`serve`] answers a request from a mapping directly. The
 //! sandbox's mapping runtime (`sandbox/mapping-guest`) runs [`serve`] inside wasmtime as the
 //! compiled form of that JavaScript: same checks, same capability call, same answer, without a
 //! JavaScript engine.
@@ -361,36 +361,7 @@ fn respond(
                     value.cloned()
                 }
             }
-            Source::Status { shape } => Some(match shape {
-                StatusShape::Object {
-                    code_field,
-                    message_field,
-                } => {
-                    let mut status = Map::new();
-                    if let Some(c) = code_field {
-                        status.insert(c.clone(), Value::from(code));
-                    }
-                    if let Some(m) = message_field {
-                        status.insert(m.clone(), Value::from(message));
-                    }
-                    Value::Object(status)
-                }
-                StatusShape::Integer => Value::from(code),
-                StatusShape::Text {
-                    ok,
-                    bad_request,
-                    not_found,
-                    internal,
-                } => Value::from(if code == codes.ok {
-                    ok.as_str()
-                } else if code == codes.not_found {
-                    not_found
-                } else if code == codes.bad_request {
-                    bad_request
-                } else {
-                    internal
-                }),
-            }),
+            Source::Status { shape } => Some(status_value(shape, &codes, code, message)),
             Source::ErrorMessage => {
                 if code >= 400 {
                     Some(Value::from(message))
@@ -429,6 +400,40 @@ fn respond(
         }
     }
     Value::Object(response)
+}
+
+/// The value of a status field of `shape` for status `code` with `message`.
+fn status_value(shape: &StatusShape, codes: &StatusCodes, code: u16, message: &str) -> Value {
+    match shape {
+        StatusShape::Object {
+            code_field,
+            message_field,
+        } => {
+            let mut status = Map::new();
+            if let Some(c) = code_field {
+                status.insert(c.clone(), Value::from(code));
+            }
+            if let Some(m) = message_field {
+                status.insert(m.clone(), Value::from(message));
+            }
+            Value::Object(status)
+        }
+        StatusShape::Integer => Value::from(code),
+        StatusShape::Text {
+            ok,
+            bad_request,
+            not_found,
+            internal,
+        } => Value::from(if code == codes.ok {
+            ok.as_str()
+        } else if code == codes.not_found {
+            not_found
+        } else if code == codes.bad_request {
+            bad_request
+        } else {
+            internal
+        }),
+    }
 }
 
 /// The regular expression `/<first>[ _-]?<second>/i` on ASCII words: whether `text` holds

@@ -9,8 +9,10 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+mod limits;
 mod listen;
 
+pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 
 /// Why a configuration was refused.
@@ -92,102 +94,6 @@ impl std::fmt::Debug for OpenAiSettings {
             .field("timeout_secs", &self.timeout_secs)
             .field("max_tool_rounds", &self.max_tool_rounds)
             .finish()
-    }
-}
-
-/// Limits that protect the server. Every one is enforced where it says.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Limits {
-    /// Largest NLIP message accepted over HTTP or WebSocket, in bytes (413 / NLIP error).
-    pub max_message_bytes: usize,
-    /// Largest out-of-band upload, in bytes.
-    pub max_upload_bytes: usize,
-    /// Longest time one request may take before it is answered with a timeout error; an HTTP
-    /// request's body must also arrive within it (else 408, `request_timeout`).
-    pub request_timeout_ms: u64,
-    /// Interval between pings on WebSocket sessions and HTTP/2 connections; a WebSocket silent
-    /// for three intervals, or an HTTP/2 peer that leaves a ping unanswered for two, is closed.
-    pub ws_ping_interval_ms: u64,
-    /// How many earlier messages of a conversation the reasoner sees.
-    pub history_messages: u32,
-    /// Requests per second allowed per client address (0 turns rate limiting off).
-    pub rate_limit_per_second: u32,
-    /// Burst size on top of the steady rate.
-    pub rate_limit_burst: u32,
-    /// Most concurrent requests the server works on; more wait in line.
-    pub max_concurrent_requests: usize,
-    /// Most open client connections on the NLIP listener, WebSocket sessions included; at the
-    /// limit the listener stops accepting until one closes (new peers wait in the kernel's
-    /// backlog).
-    pub max_connections: usize,
-    /// How long a client may take to send a request's head over HTTP/1, counted from the
-    /// connection's start, or on a kept-alive connection from the previous answer; a
-    /// connection that takes longer is closed, so silent, idle or trickling peers cannot hold
-    /// connections open. An HTTP/2 connection with no request in flight for one to two
-    /// times this long is closed gracefully (GOAWAY) too.
-    pub header_read_timeout_ms: u64,
-    /// How long, at shutdown, the last protocol usage counts are retried while the database is
-    /// unreachable, busy or locked (0: one try); counts still unwritten then are lost, with a
-    /// warning.
-    pub shutdown_flush_ms: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_message_bytes: 1 << 20,
-            max_upload_bytes: 64 << 20,
-            request_timeout_ms: 30_000,
-            ws_ping_interval_ms: 20_000,
-            history_messages: 20,
-            rate_limit_per_second: 0,
-            rate_limit_burst: 50,
-            max_concurrent_requests: 1024,
-            max_connections: 10_000,
-            header_read_timeout_ms: 30_000,
-            shutdown_flush_ms: 5_000,
-        }
-    }
-}
-
-impl Limits {
-    fn validate(&self) -> Result<(), ConfigError> {
-        let l = self;
-        if l.max_message_bytes < 64 {
-            return Err(invalid("limits.max_message_bytes", "must be at least 64"));
-        }
-        if l.max_upload_bytes == 0 {
-            return Err(invalid("limits.max_upload_bytes", "must be positive"));
-        }
-        if l.request_timeout_ms == 0 {
-            return Err(invalid("limits.request_timeout_ms", "must be positive"));
-        }
-        if l.ws_ping_interval_ms < 100 {
-            return Err(invalid(
-                "limits.ws_ping_interval_ms",
-                "must be at least 100",
-            ));
-        }
-        if l.max_concurrent_requests == 0 {
-            return Err(invalid(
-                "limits.max_concurrent_requests",
-                "must be positive",
-            ));
-        }
-        if l.max_connections == 0 {
-            return Err(invalid("limits.max_connections", "must be positive"));
-        }
-        if l.header_read_timeout_ms == 0 {
-            return Err(invalid("limits.header_read_timeout_ms", "must be positive"));
-        }
-        if l.rate_limit_per_second > 0 && l.rate_limit_burst == 0 {
-            return Err(invalid(
-                "limits.rate_limit_burst",
-                "must be positive when rate limiting is on",
-            ));
-        }
-        Ok(())
     }
 }
 

@@ -8,8 +8,8 @@
 //!
 //! # Layout
 //! - [`store`](Store): the trait, [`StoreOptions`], hashing and the clock both backends share.
-//! - `checked`: the input rules (well-formed hashes, no U+0000, non-empty names), enforced once in
-//!   front of either backend so the two cannot differ in what they accept.
+//! - `rules`: the input rules (well-formed hashes, no U+0000, non-empty names), checked by every
+//!   operation before its queries so the two backends cannot differ in what they accept.
 //! - [`model`]: the records as plain Rust values (`serde_json::Value` for messages and state).
 //! - `rows`: `FromRow` structs shared by both backends, column lists, and the TEXT/UUID encodings.
 //! - `sql/`: the one implementation of [`Store`] both backends share (`$n` placeholders),
@@ -42,11 +42,11 @@
 //! - **Operations are traced, data is not**: each runs in a `store.<operation>` span (debug level)
 //!   whose one field is the backend's name; no message, state or value reaches a span or a log.
 
-mod checked;
 mod error;
 pub mod model;
 mod postgres;
 mod rows;
+mod rules;
 mod sqlite;
 mod store;
 #[cfg(feature = "testing")]
@@ -54,7 +54,6 @@ pub mod testing;
 
 use std::sync::Arc;
 
-use checked::Checked;
 use tracing::Instrument as _;
 
 pub use error::{BackendError, StoreError};
@@ -79,12 +78,12 @@ pub async fn connect(url: &str, opts: StoreOptions) -> Result<Arc<dyn Store>, St
         let store = sqlite::SqliteStore::connect(url, &opts)
             .instrument(tracing::debug_span!("store.connect", backend = "sqlite"))
             .await?;
-        Ok(Arc::new(Checked(store)))
+        Ok(Arc::new(store))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         let store = postgres::PgStore::connect(url, &opts)
             .instrument(tracing::debug_span!("store.connect", backend = "postgres"))
             .await?;
-        Ok(Arc::new(Checked(store)))
+        Ok(Arc::new(store))
     } else {
         // Only the scheme is echoed: the rest of a URL may hold a password.
         let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);

@@ -55,8 +55,8 @@ impl Default for StoreOptions {
 /// * losing a race or contradicting the current state returns [`StoreError::Conflict`];
 /// * the store assigns sequence numbers, UUIDs, content hashes and timestamps itself.
 ///
-/// Method order here is the order of the input rules (`checked.rs`) and of the implementation
-/// both backends share (`sql/mod.rs`).
+/// Method order here is the order of the implementation both backends share (`sql/mod.rs`),
+/// which checks each operation's input with the rules in `rules.rs` before its queries.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// `"sqlite"` or `"postgres"`, for logs and health output.

@@ -36,28 +36,9 @@ pub(super) fn source_for(
     }
     // 2. The whole output, reshaped into an object field, or as is.
     let types = json_types(schema);
-    let sub_props = properties(schema);
-    if !output_props.is_empty()
-        && !sub_props.is_empty()
-        && types.as_ref().is_none_or(|t| t.contains("object"))
-    {
-        let sub_required = required(schema);
-        let mut fields = Vec::new();
-        let mut complete = true;
-        for (sub, sub_schema) in &sub_props {
-            match output_props
-                .iter()
-                .find(|(o, o_schema)| key(o) == key(sub) && types_fit(o_schema, sub_schema))
-            {
-                Some((o, _)) => fields.push((sub.clone(), o.clone())),
-                None if sub_required.contains(sub.as_str()) => complete = false,
-                None => {}
-            }
-        }
-        if complete && !fields.is_empty() {
-            *score += fields.len();
-            return Some(Source::OutputObject { fields });
-        }
+    if let Some(fields) = reshaped_output(schema, types.as_ref(), output_props) {
+        *score += fields.len();
+        return Some(Source::OutputObject { fields });
     }
     let output_types = json_types(output);
     let same_kind = |t: &str| {
@@ -96,6 +77,36 @@ pub(super) fn source_for(
         return Some(Source::ErrorMessage);
     }
     None
+}
+
+/// The output's fields that fill object field `schema`, as (field, output field) pairs: when
+/// every required property of `schema` has a same-named output field of a fitting type, and at
+/// least one property does.
+fn reshaped_output(
+    schema: &Value,
+    types: Option<&BTreeSet<String>>,
+    output_props: &[(String, &Value)],
+) -> Option<Vec<(String, String)>> {
+    let sub_props = properties(schema);
+    if output_props.is_empty()
+        || sub_props.is_empty()
+        || !types.is_none_or(|t| t.contains("object"))
+    {
+        return None;
+    }
+    let sub_required = required(schema);
+    let mut fields = Vec::new();
+    for (sub, sub_schema) in &sub_props {
+        match output_props
+            .iter()
+            .find(|(o, o_schema)| key(o) == key(sub) && types_fit(o_schema, sub_schema))
+        {
+            Some((o, _)) => fields.push((sub.clone(), o.clone())),
+            None if sub_required.contains(sub.as_str()) => return None,
+            None => {}
+        }
+    }
+    (!fields.is_empty()).then_some(fields)
 }
 
 /// The source of a field of a reply's message header, when `path` is one: an object (not the

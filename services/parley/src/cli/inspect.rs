@@ -1,9 +1,11 @@
-//! What the inspection commands print about model cost and conversations: `protocols show`'s cost
-//! lines, and `conversations show`.
+//! The inspection commands: `protocols list`, `protocols show` (with what agreeing cost) and
+//! `conversations show`.
 
 use std::process::ExitCode;
 
 use parley_store::{Direction, LoggedMessage, MAX_PAGE, ModelUsage, ModelUsageOwner, Store};
+
+use crate::negotiation::requester::Requester;
 
 use super::{CliError, LocalStore};
 
@@ -132,6 +134,99 @@ fn log_line(m: &LoggedMessage) -> String {
         m.created_at.format("%Y-%m-%d %H:%M:%S"),
         text.replace('\n', "\n         ")
     )
+}
+
+pub(super) async fn protocols_list(store: LocalStore) -> Result<ExitCode, CliError> {
+    let store = store.open_existing().await?;
+    let agreements = store.list_agreements(parley_store::MAX_PAGE).await?;
+    if agreements.is_empty() {
+        out!("no protocols agreed yet");
+    }
+    for a in agreements {
+        let verified = match a.role {
+            parley_store::Role::Provider => match store.active_handler(&a.protocol_hash).await? {
+                Some(h) => format!("handler {} verified", &h.source_sha256[..12]),
+                None => "no active handler".to_owned(),
+            },
+            parley_store::Role::Requester => "checked by the provider".to_owned(),
+        };
+        out!(
+            "{}  {:9}  {}  {}  {verified}",
+            a.protocol_hash,
+            a.role,
+            a.last_agreed_at.format("%Y-%m-%d %H:%M"),
+            a.peer
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn protocols_show(hash: &str, store: LocalStore) -> Result<ExitCode, CliError> {
+    let store = store.open_existing().await?;
+    let hex = Requester::new(store.clone())
+        .resolve_hash(hash)
+        .await?
+        .to_string();
+    let Some(protocol) = store.get_protocol(&hex).await? else {
+        note!("protocol {hex} is not in the local store");
+        return Ok(ExitCode::FAILURE);
+    };
+    out!("protocol {hex}");
+    for a in store.agreements_for_protocol(&hex).await? {
+        out!(
+            "agreed   with {} as {} at {}",
+            a.peer,
+            a.role,
+            a.last_agreed_at
+        );
+    }
+    let mut negotiations = Vec::new();
+    for n in store.negotiations_for_protocol(&hex).await? {
+        let owner = parley_store::ModelUsageOwner::Negotiation(n.id);
+        let usage = store.model_usage(&owner).await?;
+        negotiations.push((n, usage));
+    }
+    let accepted: Vec<_> = negotiations
+        .iter()
+        .filter(|(n, _)| n.status == parley_store::NegotiationStatus::Accepted)
+        .map(|(_, usage)| usage.clone())
+        .collect();
+    if !accepted.is_empty() {
+        out!("{}", agreement_cost(&accepted));
+    }
+    for (n, usage) in &negotiations {
+        out!(
+            "negotiation {} {} {} rounds, {} messages",
+            n.id,
+            n.status,
+            n.rounds,
+            n.message_count
+        );
+        out!("{}", negotiation_cost(usage));
+    }
+    if let Some(h) = store.active_handler(&hex).await? {
+        out!(
+            "handler  {} by {} ({}), verification {}",
+            h.source_sha256,
+            h.backend,
+            h.capabilities.join(", "),
+            match h.verification_passed {
+                Some(true) => "passed",
+                Some(false) => "failed",
+                None => "not run",
+            }
+        );
+        out!(
+            "serves   {}",
+            if h.compiled.is_some() {
+                "its compiled form (the built-in mapping, same answers on every test case)"
+            } else {
+                "its JavaScript"
+            }
+        );
+    }
+    out!("\n{}", protocol.text);
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

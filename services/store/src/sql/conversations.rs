@@ -3,11 +3,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::SqlStore;
+use super::{LogEntry, SqlStore, append_entry};
 use crate::StoreError;
 use crate::error::{SqlError, duplicate};
 use crate::model::{Conversation, Direction, LoggedMessage, NewConversation};
-use crate::rows::{ConversationRow, MessageRow, Text, conversation_columns, message_columns};
+use crate::rows::{ConversationRow, MessageRow, conversation_columns, message_columns};
 use crate::store::{now, page_limit};
 
 pub(super) async fn create(
@@ -113,21 +113,26 @@ pub(super) async fn append_message(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::not_found(format!("conversation {conversation_id}")))?;
-    let row = sqlx::query_as::<_, MessageRow>(concat!(
-        "INSERT INTO conversation_messages (conversation_id, seq, direction, message, created_at)
-         VALUES ($1, $2, $3, $4, $5)
-         RETURNING ",
-        message_columns!()
-    ))
-    .bind(conversation_id)
-    .bind(seq)
-    .bind(Text(direction))
-    .bind(message)
-    .bind(now)
-    .fetch_one(&mut *tx)
+    let entry = LogEntry {
+        seq,
+        direction,
+        message,
+        at: now,
+    };
+    let logged = append_entry(
+        &mut tx,
+        concat!(
+            "INSERT INTO conversation_messages (conversation_id, seq, direction, message, created_at)
+             VALUES ($1, $2, $3, $4, $5)
+             RETURNING ",
+            message_columns!()
+        ),
+        conversation_id.to_owned(),
+        entry,
+    )
     .await?;
     tx.commit().await?;
-    Ok(row.into())
+    Ok(logged)
 }
 
 pub(super) async fn list_messages(

@@ -18,7 +18,7 @@
 //! internal `SqlError`. The trait implementation here runs each operation in its span
 //! (`store.<operation>`, with the backend's name and nothing of the data) and turns its `SqlError`
 //! into a [`StoreError`], where driver errors are classified once. A call the input rules
-//! (`checked`) refuse never reaches a backend and has no span.
+//! (`rules`) refuse never reaches a backend and has no span.
 
 mod conversations;
 mod handlers;
@@ -43,6 +43,7 @@ use crate::model::{
     Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
     NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
+use crate::rules::{self, check_model_usage, check_outcome, could_exist, existing, json, name};
 
 /// The span of one business operation: `store.<operation>` at debug level, so that nothing is built
 /// when debug is off, naming the backend and nothing of the data.
@@ -58,6 +59,37 @@ async fn traced<T>(
     queries: impl Future<Output = Result<T, SqlError>>,
 ) -> Result<T, StoreError> {
     Ok(queries.instrument(span).await?)
+}
+
+/// One entry of an append-only log (a conversation's messages, a negotiation's transcript), with
+/// the sequence number its owner's counter gave it in the same transaction.
+struct LogEntry<'a> {
+    seq: i64,
+    direction: Direction,
+    message: &'a Value,
+    at: DateTime<Utc>,
+}
+
+/// Inserts `entry` into a log with `insert` (binding the owner's key, the sequence number, the
+/// direction, the message and the time, in that order, and returning the message columns).
+async fn append_entry<K>(
+    tx: &mut sqlx::Transaction<'static, Db>,
+    insert: &'static str,
+    owner: K,
+    entry: LogEntry<'_>,
+) -> Result<LoggedMessage, SqlError>
+where
+    K: for<'q> sqlx::Encode<'q, Db> + sqlx::Type<Db> + Send + 'static,
+{
+    let row = sqlx::query_as::<_, crate::rows::MessageRow>(insert)
+        .bind(owner)
+        .bind(entry.seq)
+        .bind(crate::rows::Text(entry.direction))
+        .bind(entry.message)
+        .bind(entry.at)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(row.into())
 }
 
 #[async_trait::async_trait]
@@ -77,6 +109,11 @@ impl crate::Store for SqlStore {
     // --- conversations -------------------------------------------------------------------------
 
     async fn create_conversation(&self, new: NewConversation) -> Result<Conversation, StoreError> {
+        name("conversation id", &new.id)?;
+        if let Some(peer) = &new.peer {
+            rules::text("peer", peer)?;
+        }
+        json("conversation state", &new.state)?;
         traced(
             span!("store.create_conversation"),
             conversations::create(self, new),
@@ -85,6 +122,9 @@ impl crate::Store for SqlStore {
     }
 
     async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>, StoreError> {
+        if !could_exist(id) {
+            return Ok(None);
+        }
         traced(
             span!("store.get_conversation"),
             conversations::get(self, id),
@@ -93,6 +133,7 @@ impl crate::Store for SqlStore {
     }
 
     async fn touch_conversation(&self, id: &str) -> Result<DateTime<Utc>, StoreError> {
+        existing("conversation", id)?;
         traced(
             span!("store.touch_conversation"),
             conversations::touch(self, id),
@@ -106,6 +147,8 @@ impl crate::Store for SqlStore {
         expected_version: i64,
         state: &Value,
     ) -> Result<i64, StoreError> {
+        existing("conversation", id)?;
+        json("conversation state", state)?;
         traced(
             span!("store.update_conversation_state"),
             conversations::update_state(self, id, expected_version, state),
@@ -119,6 +162,8 @@ impl crate::Store for SqlStore {
         direction: Direction,
         message: &Value,
     ) -> Result<LoggedMessage, StoreError> {
+        existing("conversation", conversation_id)?;
+        json("message", message)?;
         traced(
             span!("store.append_message"),
             conversations::append_message(self, conversation_id, direction, message),
@@ -132,6 +177,7 @@ impl crate::Store for SqlStore {
         after_seq: i64,
         limit: u32,
     ) -> Result<Vec<LoggedMessage>, StoreError> {
+        existing("conversation", conversation_id)?;
         traced(
             span!("store.list_messages"),
             conversations::list_messages(self, conversation_id, after_seq, limit),
@@ -147,6 +193,10 @@ impl crate::Store for SqlStore {
         content_type: &str,
         filename: Option<&str>,
     ) -> Result<UploadMeta, StoreError> {
+        name("content type", content_type)?;
+        if let Some(filename) = filename {
+            rules::text("filename", filename)?;
+        }
         traced(
             span!("store.put_upload"),
             uploads::put(self, bytes, content_type, filename),
@@ -155,20 +205,24 @@ impl crate::Store for SqlStore {
     }
 
     async fn get_upload(&self, id: &str) -> Result<Option<Upload>, StoreError> {
+        rules::hash("upload id", id)?;
         traced(span!("store.get_upload"), uploads::get(self, id)).await
     }
 
     async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError> {
+        rules::hash("upload id", id)?;
         traced(span!("store.upload_meta"), uploads::meta(self, id)).await
     }
 
     // --- protocols and agreements --------------------------------------------------------------
 
     async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError> {
+        name("protocol text", text)?;
         traced(span!("store.put_protocol"), protocols::put(self, text)).await
     }
 
     async fn get_protocol(&self, hash: &str) -> Result<Option<Protocol>, StoreError> {
+        rules::hash("protocol hash", hash)?;
         traced(span!("store.get_protocol"), protocols::get(self, hash)).await
     }
 
@@ -177,6 +231,7 @@ impl crate::Store for SqlStore {
         prefix: &str,
         limit: u32,
     ) -> Result<Vec<String>, StoreError> {
+        rules::hash_prefix("protocol hash prefix", prefix)?;
         traced(
             span!("store.protocols_with_prefix"),
             protocols::with_prefix(self, prefix, limit),
@@ -185,6 +240,11 @@ impl crate::Store for SqlStore {
     }
 
     async fn record_agreement(&self, new: NewAgreement) -> Result<Agreement, StoreError> {
+        name("peer", &new.peer)?;
+        if let Some(url) = &new.peer_url {
+            rules::text("peer URL", url)?;
+        }
+        rules::hash("protocol hash", &new.protocol_hash)?;
         traced(
             span!("store.record_agreement"),
             protocols::record_agreement(self, new),
@@ -197,6 +257,9 @@ impl crate::Store for SqlStore {
         peer: &str,
         role: Role,
     ) -> Result<Vec<Agreement>, StoreError> {
+        if !could_exist(peer) {
+            return Ok(Vec::new());
+        }
         traced(
             span!("store.agreements_with_peer"),
             protocols::agreements_with_peer(self, peer, role),
@@ -205,6 +268,7 @@ impl crate::Store for SqlStore {
     }
 
     async fn agreements_for_protocol(&self, hash: &str) -> Result<Vec<Agreement>, StoreError> {
+        rules::hash("protocol hash", hash)?;
         traced(
             span!("store.agreements_for_protocol"),
             protocols::agreements_for_protocol(self, hash),
@@ -223,6 +287,8 @@ impl crate::Store for SqlStore {
     // --- negotiations --------------------------------------------------------------------------
 
     async fn start_negotiation(&self, new: NewNegotiation) -> Result<Negotiation, StoreError> {
+        existing("conversation", &new.conversation_id)?;
+        name("peer", &new.peer)?;
         traced(
             span!("store.start_negotiation"),
             negotiations::start(self, new),
@@ -236,6 +302,7 @@ impl crate::Store for SqlStore {
         direction: Direction,
         message: &Value,
     ) -> Result<LoggedMessage, StoreError> {
+        json("message", message)?;
         traced(
             span!("store.append_transcript"),
             negotiations::append_transcript(self, negotiation_id, direction, message),
@@ -248,6 +315,7 @@ impl crate::Store for SqlStore {
         id: Uuid,
         outcome: NegotiationOutcome,
     ) -> Result<Negotiation, StoreError> {
+        check_outcome(&outcome)?;
         traced(
             span!("store.finish_negotiation"),
             negotiations::finish(self, id, outcome),
@@ -260,6 +328,7 @@ impl crate::Store for SqlStore {
     }
 
     async fn negotiations_for_protocol(&self, hash: &str) -> Result<Vec<Negotiation>, StoreError> {
+        rules::hash("protocol hash", hash)?;
         traced(
             span!("store.negotiations_for_protocol"),
             negotiations::for_protocol(self, hash),
@@ -270,6 +339,12 @@ impl crate::Store for SqlStore {
     // --- handlers ------------------------------------------------------------------------------
 
     async fn insert_handler_candidate(&self, new: NewHandler) -> Result<HandlerRecord, StoreError> {
+        rules::hash("protocol hash", &new.protocol_hash)?;
+        rules::text("handler source", &new.source)?;
+        name("handler backend", &new.backend)?;
+        for capability in &new.capabilities {
+            name("capability name", capability)?;
+        }
         traced(
             span!("store.insert_handler_candidate"),
             handlers::insert_candidate(self, new),
@@ -283,6 +358,7 @@ impl crate::Store for SqlStore {
         passed: bool,
         report: &Value,
     ) -> Result<HandlerRecord, StoreError> {
+        json("verification report", report)?;
         traced(
             span!("store.record_handler_verification"),
             handlers::record_verification(self, id, passed, report),
@@ -303,6 +379,12 @@ impl crate::Store for SqlStore {
         id: Uuid,
         compiled: &Value,
     ) -> Result<HandlerRecord, StoreError> {
+        if !compiled.is_object() {
+            return Err(StoreError::Invalid(
+                "a compiled form must be a JSON object".into(),
+            ));
+        }
+        json("compiled form", compiled)?;
         traced(
             span!("store.attach_compiled"),
             handlers::attach_compiled(self, id, compiled),
@@ -315,6 +397,7 @@ impl crate::Store for SqlStore {
     }
 
     async fn active_handler(&self, hash: &str) -> Result<Option<HandlerRecord>, StoreError> {
+        rules::hash("protocol hash", hash)?;
         traced(span!("store.active_handler"), handlers::active(self, hash)).await
     }
 
@@ -327,6 +410,8 @@ impl crate::Store for SqlStore {
         ok: u64,
         errors: u64,
     ) -> Result<ProtocolUsage, StoreError> {
+        name("peer", peer)?;
+        rules::hash("protocol hash", hash)?;
         traced(
             span!("store.record_usage"),
             usage::record(self, peer, hash, ok, errors),
@@ -335,6 +420,10 @@ impl crate::Store for SqlStore {
     }
 
     async fn usage(&self, peer: &str, hash: &str) -> Result<Option<ProtocolUsage>, StoreError> {
+        rules::hash("protocol hash", hash)?;
+        if !could_exist(peer) {
+            return Ok(None);
+        }
         traced(span!("store.usage"), usage::get(self, peer, hash)).await
     }
 
@@ -345,6 +434,15 @@ impl crate::Store for SqlStore {
         owner: &ModelUsageOwner,
         usage: &[ModelUsage],
     ) -> Result<Vec<ModelUsage>, StoreError> {
+        if let ModelUsageOwner::Conversation(id) = owner {
+            existing("conversation", id)?;
+        }
+        for entry in usage {
+            check_model_usage(entry)?;
+        }
+        if usage.is_empty() {
+            return Ok(Vec::new());
+        }
         traced(
             span!("store.record_model_usage"),
             model_usage::record(self, owner, usage),
@@ -353,6 +451,11 @@ impl crate::Store for SqlStore {
     }
 
     async fn model_usage(&self, owner: &ModelUsageOwner) -> Result<Vec<ModelUsage>, StoreError> {
+        if let ModelUsageOwner::Conversation(id) = owner
+            && !could_exist(id)
+        {
+            return Ok(Vec::new());
+        }
         traced(span!("store.model_usage"), model_usage::list(self, owner)).await
     }
 }

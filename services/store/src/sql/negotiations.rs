@@ -3,7 +3,7 @@
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::SqlStore;
+use super::{LogEntry, SqlStore, append_entry};
 use crate::StoreError;
 use crate::error::{SqlError, missing};
 use crate::model::{
@@ -50,21 +50,26 @@ pub(super) async fn append_transcript(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::not_found(format!("negotiation {negotiation_id}")))?;
-    let row = sqlx::query_as::<_, MessageRow>(concat!(
-        "INSERT INTO negotiation_messages (negotiation_id, seq, direction, message, created_at)
-         VALUES ($1, $2, $3, $4, $5)
-         RETURNING ",
-        message_columns!()
-    ))
-    .bind(DbUuid(negotiation_id))
-    .bind(seq)
-    .bind(Text(direction))
-    .bind(message)
-    .bind(now)
-    .fetch_one(&mut *tx)
+    let entry = LogEntry {
+        seq,
+        direction,
+        message,
+        at: now,
+    };
+    let logged = append_entry(
+        &mut tx,
+        concat!(
+            "INSERT INTO negotiation_messages (negotiation_id, seq, direction, message, created_at)
+             VALUES ($1, $2, $3, $4, $5)
+             RETURNING ",
+            message_columns!()
+        ),
+        DbUuid(negotiation_id),
+        entry,
+    )
     .await?;
     tx.commit().await?;
-    Ok(row.into())
+    Ok(logged)
 }
 
 pub(super) async fn finish(

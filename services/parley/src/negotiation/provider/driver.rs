@@ -176,15 +176,7 @@ impl Provider {
                 }
                 Step::Wait | Step::TestCasesRejected { .. } => return Ok(()),
                 Step::FixDeclined { .. } if negotiation.handler_id.is_some() => return Ok(()),
-                Step::FixDeclined { reason } => {
-                    // The peer keeps expectations our verified answers do not meet: no
-                    // handler can be activated for this protocol.
-                    negotiation.disputed = None;
-                    turn.summary
-                        .push(format!("The peer keeps its test expectations: {reason}"));
-                    let why = format!("test expectations not met: {reason}");
-                    negotiation.session.code_generated(Err(why))
-                }
+                Step::FixDeclined { reason } => fix_declined(negotiation, &reason, turn),
                 Step::Evaluate { text, hash } => {
                     negotiation.proposed = Some(hash);
                     let verdict = self.evaluate(&text, &negotiation.meter, turn).await?;
@@ -220,22 +212,13 @@ impl Provider {
                     return Ok(());
                 }
                 Step::FixError { description } => {
-                    let verdict = match self.rebuild(negotiation, &description).await? {
-                        Built::Verified => FixVerdict::Fix,
-                        Built::Failed(reason) | Built::PeerExpectation(reason) => {
-                            FixVerdict::Decline { reason }
-                        }
-                    };
-                    negotiation.session.fix_evaluated(verdict)
+                    self.peer_reported_error(negotiation, &description).await?
                 }
                 // An error report of ours on the peer's messages: nothing waits on it.
                 Step::FixAccepted { .. } if negotiation.disputed.is_none() => return Ok(()),
                 Step::FixAccepted { .. } => {
                     let result = self.accept_disputed(negotiation).await?;
-                    turn.summary.push(
-                        "The peer accepted the handler's answers in place of its test expectations."
-                            .to_owned(),
-                    );
+                    turn.summary.push(FIX_ACCEPTED.to_owned());
                     negotiation.session.code_generated(result)
                 }
                 Step::Regenerate { description, send } => {
@@ -253,6 +236,22 @@ impl Provider {
                 Step::Converse(_) => return Ok(()),
             };
         }
+    }
+
+    /// The peer's `fixErrorNegotiation`: rebuild the handler from its error report, and fix
+    /// (a verified rebuild) or decline with the reason.
+    async fn peer_reported_error(
+        &self,
+        negotiation: &mut Negotiation,
+        description: &str,
+    ) -> Result<Step, ApiError> {
+        let verdict = match self.rebuild(negotiation, description).await? {
+            Built::Verified => FixVerdict::Fix,
+            Built::Failed(reason) | Built::PeerExpectation(reason) => {
+                FixVerdict::Decline { reason }
+            }
+        };
+        Ok(negotiation.session.fix_evaluated(verdict))
     }
 
     /// The protocol `text` is agreed: keep it, build its handler, tell the session how that went.
@@ -417,4 +416,17 @@ fn is_violation(e: &NegotiationError) -> bool {
             | NegotiationError::OutOfTurn { .. }
             | NegotiationError::SessionClosed
     )
+}
+
+const FIX_ACCEPTED: &str =
+    "The peer accepted the handler's answers in place of its test expectations.";
+
+/// The peer keeps expectations the verified answers do not meet: no handler can be activated for
+/// this protocol.
+fn fix_declined(negotiation: &mut Negotiation, reason: &str, turn: &mut Turn) -> Step {
+    negotiation.disputed = None;
+    turn.summary
+        .push(format!("The peer keeps its test expectations: {reason}"));
+    let why = format!("test expectations not met: {reason}");
+    negotiation.session.code_generated(Err(why))
 }

@@ -1,0 +1,212 @@
+//! The command line's arguments, as clap reads them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{DEFAULT_DATABASE_CONNECT_TIMEOUT_MS, ServeArgs, Settings};
+
+use super::CliError;
+
+/// Parley: an NLIP agent that negotiates protocols with other agents and serves them fast.
+#[derive(Debug, Parser)]
+#[command(name = "parley", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent: NLIP over HTTP (POST /nlip) and WebSocket (/nlip/ws, /nlip/ws/text),
+    /// plus the upload end-point on its own port.
+    Serve(Box<ServeArgs>),
+    /// Send one NLIP text message and print the reply.
+    Send(SendArgs),
+    /// Operator tools for protocol handlers.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// Negotiate a protocol with a provider as requester, and store the outcome locally.
+    Negotiate(NegotiateArgs),
+    /// Send one request through a protocol and print the answer: the protocol agreed with the
+    /// peer (0-RTT), negotiated first when there is none, or natural language when none can be.
+    Call(CallArgs),
+    /// What this agent has agreed, with whom, how it was verified, and what agreeing cost.
+    #[command(subcommand)]
+    Protocols(ProtocolsCommand),
+    /// Conversations this agent keeps: their logs and what their answers cost.
+    #[command(subcommand)]
+    Conversations(ConversationsCommand),
+}
+
+/// Where the local store of a requester lives (the same settings as `serve`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalStore {
+    /// Directory of the embedded database [default: ./data]
+    #[arg(long, env = "PARLEY_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// sqlite://PATH or postgres://… [default: sqlite in the data directory]
+    #[arg(long, env = "PARLEY_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// How long connecting to PostgreSQL may take, in milliseconds
+    #[arg(long, env = "PARLEY_DATABASE_CONNECT_TIMEOUT_MS", default_value_t = DEFAULT_DATABASE_CONNECT_TIMEOUT_MS)]
+    pub database_connect_timeout_ms: u64,
+}
+
+impl LocalStore {
+    pub(super) fn settings(&self) -> Result<Settings, CliError> {
+        let settings = Settings {
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            database_connect_timeout_ms: self.database_connect_timeout_ms,
+            ..Settings::default()
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Opens the store, creating the embedded database on first use (commands that record).
+    pub(super) async fn open(&self) -> Result<std::sync::Arc<dyn parley_store::Store>, CliError> {
+        Ok(crate::startup::open_store(&self.settings()?).await?)
+    }
+
+    /// Opens a store that must exist already (commands that only read): without a database
+    /// URL and without the embedded database file, says where it looked instead of creating
+    /// an empty one.
+    pub(super) async fn open_existing(
+        &self,
+    ) -> Result<std::sync::Arc<dyn parley_store::Store>, CliError> {
+        let settings = self.settings()?;
+        if settings.database_url.is_none() {
+            let file = settings.database_file();
+            if !file.is_file() {
+                return Err(CliError::NoData(std::path::absolute(&file).unwrap_or(file)));
+            }
+        }
+        Ok(crate::startup::open_store(&settings).await?)
+    }
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["protocol", "requirement"])))]
+pub struct NegotiateArgs {
+    /// The provider's NLIP end-point (http(s)://…/nlip or ws(s)://…/nlip/ws; without a path,
+    /// the peer's /nlip or /nlip/ws).
+    pub url: String,
+    /// A protocol document (markdown with request/response JSON Schemas and test cases).
+    #[arg(long)]
+    pub protocol: Option<PathBuf>,
+    /// Instead of --protocol: a requirement in prose, drafted into a protocol with the two schemas.
+    #[arg(long, requires_all = ["input_schema", "output_schema"])]
+    pub requirement: Option<PathBuf>,
+    /// JSON Schema of what this agent will send (with --requirement).
+    #[arg(long)]
+    pub input_schema: Option<PathBuf>,
+    /// JSON Schema of what this agent wants back (with --requirement).
+    #[arg(long)]
+    pub output_schema: Option<PathBuf>,
+    /// Proposals before giving up.
+    #[arg(long, default_value_t = 10)]
+    pub max_rounds: u32,
+    #[command(flatten)]
+    pub store: LocalStore,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// The provider's NLIP end-point (without a path: its /nlip, or /nlip/ws over ws(s)://).
+    pub url: String,
+    /// A protocol document, negotiated first unless this requester agreed it with the peer
+    /// already; or the hash of a protocol in the local store (hex or sha256:hex; a unique
+    /// prefix will do).
+    #[arg(long, value_name = "FILE|HASH")]
+    pub protocol: String,
+    /// The request, as JSON.
+    #[arg(long)]
+    pub json: String,
+    /// When no protocol can be agreed, fail instead of asking in natural language.
+    #[arg(long)]
+    pub no_fallback: bool,
+    /// Proposals before giving up, when the call negotiates.
+    #[arg(long, default_value_t = 10)]
+    pub max_rounds: u32,
+    #[command(flatten)]
+    pub store: LocalStore,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProtocolsCommand {
+    /// Every agreement, newest first.
+    List {
+        #[command(flatten)]
+        store: LocalStore,
+    },
+    /// One protocol: its text, who agreed it, its negotiations and its handler.
+    Show {
+        /// The protocol's hash (hex or sha256:hex; a unique prefix will do).
+        hash: String,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConversationsCommand {
+    /// One conversation: its peer, the model calls and tokens its answers cost, and its log.
+    Show {
+        /// The conversation's id (the content of its conversation token).
+        id: String,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text
+    /// (JSON); without a path, the peer's /nlip or /nlip/ws
+    pub url: String,
+    /// The text to send.
+    pub text: String,
+    /// Print the raw NLIP reply as JSON instead of its text.
+    #[arg(long)]
+    pub json: bool,
+    /// Language subformat of the text.
+    #[arg(long, default_value = parley_nlip::DEFAULT_LANGUAGE)]
+    pub language: String,
+    /// Send as a control message.
+    #[arg(long)]
+    pub control: bool,
+    /// Use CBOR bodies over HTTP.
+    #[arg(long)]
+    pub cbor: bool,
+    /// Add a token submessage, SUBFORMAT=CONTENT (e.g. conversation=abc, authentication=key).
+    #[arg(long = "token", value_name = "SUBFORMAT=CONTENT")]
+    pub tokens: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Run a handler once in the sandbox with the configured limits and print its output
+    /// or the typed error.
+    Run(SandboxRunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SandboxRunArgs {
+    /// The handler's JavaScript source (defines `handle(request)`).
+    #[arg(long)]
+    pub handler: PathBuf,
+    /// The request, as JSON.
+    #[arg(long)]
+    pub input: String,
+    /// Capabilities the handler may call through `host.call` (repeatable).
+    #[arg(long = "grant", value_name = "CAPABILITY")]
+    pub grants: Vec<String>,
+    /// Capabilities file that performs granted calls.
+    #[arg(long, env = "PARLEY_CAPABILITIES")]
+    pub capabilities: Option<PathBuf>,
+    /// Config file whose [sandbox] limits apply.
+    #[arg(long, env = "PARLEY_CONFIG")]
+    pub config: Option<PathBuf>,
+}

@@ -1,0 +1,142 @@
+//! `negotiate` and `call`: this agent as a requester.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::negotiation::requester::{
+    Outcome, ProtocolRef, Requested, Requester, RequesterError, ask_in_natural_language,
+};
+
+use super::{CallArgs, CliError, NegotiateArgs, json, read};
+
+/// The protocol text `negotiate` proposes: the file given, or one drafted from a requirement.
+async fn protocol_text(args: &NegotiateArgs) -> Result<String, CliError> {
+    let requirement = match (&args.protocol, &args.requirement) {
+        (Some(path), _) => return read(path),
+        (None, Some(requirement)) => requirement,
+        (None, None) => return Err(CliError::Usage("give --protocol or --requirement".into())),
+    };
+    let schema = |p: &Option<PathBuf>| -> Result<serde_json::Value, CliError> {
+        let p = p.as_ref().ok_or_else(|| {
+            CliError::Usage("--input-schema and --output-schema are required".into())
+        })?;
+        json(&read(p)?, || format!("{} is not JSON", p.display()))
+    };
+    use parley_reasoner::ProtocolReasoner as _;
+    parley_reasoner::BuiltinProtocolReasoner
+        .draft(
+            &read(requirement)?,
+            &schema(&args.input_schema)?,
+            &schema(&args.output_schema)?,
+        )
+        .await
+        .map_err(CliError::Draft)
+}
+
+pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
+    let text = protocol_text(&args).await?;
+    let requester = Requester {
+        max_rounds: args.max_rounds,
+        ..Requester::new(args.store.open().await?)
+    };
+    let result = match requester.negotiate(&args.url, &text, progress).await {
+        Ok(r) => r,
+        Err(RequesterError::NotSupported) => {
+            note!("the peer does not speak the meta-protocol: asking in natural language instead");
+            let answer = ask_in_natural_language(&args.url, &text).await?;
+            out!("status   natural-language fallback");
+            out!("{answer}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    out!("hash     {}", result.hash);
+    let (status, ok) = match &result.outcome {
+        Outcome::Agreed => ("agreed".to_owned(), true),
+        Outcome::ZeroRtt => (
+            "known to the provider (0-RTT, no negotiation)".to_owned(),
+            true,
+        ),
+        Outcome::Rejected { code, reason } => (format!("rejected ({code}): {reason}"), false),
+    };
+    out!("status   {status}");
+    out!("rounds   {}", result.rounds);
+    out!("messages {} NLIP exchanges", result.messages);
+    out!("transcript:");
+    for (direction, message) in &result.transcript {
+        let arrow = match direction {
+            parley_store::Direction::Outbound => "→",
+            parley_store::Direction::Inbound => "←",
+        };
+        let kind = message
+            .get("action")
+            .or_else(|| message.get("type"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("?");
+        let status = message.get("status").and_then(|v| v.as_str()).unwrap_or("");
+        out!("  {arrow} {kind} {status}");
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Progress of a negotiation, on stderr.
+fn progress(p: crate::negotiation::requester::Progress) {
+    note!("… {} (round {})", p.stage, p.round);
+}
+
+pub(super) async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
+    let request = json(&args.json, || "--json is not valid JSON".into())?;
+    let requester = Requester {
+        max_rounds: args.max_rounds,
+        ..Requester::new(args.store.open().await?)
+    };
+    let path = PathBuf::from(&args.protocol);
+    let protocol = if path.is_file() {
+        ProtocolRef::Text(read(&path)?)
+    } else {
+        match requester.resolve_hash(&args.protocol).await {
+            Ok(hash) => ProtocolRef::Hash(hash),
+            Err(RequesterError::NotAHash(given)) => {
+                return Err(CliError::Usage(format!(
+                    "--protocol {given:?} is neither a file nor a protocol hash"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let requested = requester
+        .request(&args.url, protocol, request, !args.no_fallback, progress)
+        .await?;
+    match &requested {
+        Requested::Protocol {
+            hash,
+            negotiated,
+            called,
+        } => {
+            if called.renegotiated.is_some() {
+                note!("the provider no longer knew the protocol: negotiated it again");
+            } else if let Some(n) = negotiated {
+                let how = match n.outcome {
+                    Outcome::ZeroRtt => "known to the provider (0-RTT, no negotiation)".to_owned(),
+                    _ if n.rounds == 1 => "agreed in 1 round".to_owned(),
+                    _ => format!("agreed in {} rounds", n.rounds),
+                };
+                note!("protocol {hash}: {how}");
+            }
+            out!(
+                "{}",
+                serde_json::to_string_pretty(&called.answer)
+                    .expect("a JSON value always serializes")
+            );
+        }
+        Requested::Fallback { reason, .. } => {
+            note!("fell back to natural language: {reason}");
+            out!("{}", requested.text());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
