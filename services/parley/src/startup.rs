@@ -37,6 +37,12 @@ pub enum StartupError {
         #[source]
         source: parley_capabilities::LoadError,
     },
+    #[error("the MCP servers of {} did not all start", path.display())]
+    McpServers {
+        path: PathBuf,
+        #[source]
+        source: parley_capabilities::StartError,
+    },
     #[error("reasoner could not be set up")]
     Reasoner(#[source] ReasonerError),
     #[error("protocol reasoner could not be set up")]
@@ -70,8 +76,10 @@ pub enum StartupError {
     Serve(#[source] std::io::Error),
 }
 
-/// Loads the capabilities file, or an empty set when none is configured.
-pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
+/// Loads the capabilities file (an empty set when none is configured) and starts the MCP
+/// servers it declares: a required server that does not start is an error naming it, with
+/// what it wrote to stderr.
+pub async fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
     let caps = match path {
         Some(path) => Capabilities::load(path, |k| std::env::var(k).ok()).map_err(|source| {
             StartupError::Capabilities {
@@ -88,6 +96,14 @@ pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, Start
         )
         .expect("the built-in empty capability set is valid"),
     };
+    if let Some(path) = path {
+        caps.start()
+            .await
+            .map_err(|source| StartupError::McpServers {
+                path: path.to_owned(),
+                source,
+            })?;
+    }
     Ok(Arc::new(caps))
 }
 
@@ -196,7 +212,7 @@ impl Bound {
         settings.validate()?;
         let listen_on = settings.listen.resolve("listen").await?;
         let upload_on = settings.upload_listen.resolve("upload_listen").await?;
-        let capabilities = load_capabilities(settings.capabilities.as_deref())?;
+        let capabilities = load_capabilities(settings.capabilities.as_deref()).await?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
         let store = open_store(settings).await?;
         crate::metrics::install();
@@ -282,11 +298,13 @@ impl Bound {
             "parley is listening"
         );
         let provider = self.state.agent.provider().clone();
+        let capabilities = self.state.agent.capabilities().clone();
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
         provider.flush_usage_within(last_flush).await;
+        capabilities.shutdown().await;
         served.map_err(StartupError::Serve)
     }
 }

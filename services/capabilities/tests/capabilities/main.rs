@@ -1,5 +1,7 @@
 //! The integration tests of `parley-capabilities`, in one test binary: loading capabilities
-//! files and dataset lookups (`load`), and the `http` binding against a real server (`http`).
+//! files and dataset lookups (`load`), the `http` binding against a real server (`http`), and
+//! the `mcp` binding against real MCP servers (`mcp`).
 
 mod http;
 mod load;
+mod mcp;
