@@ -3,8 +3,8 @@
 //! (`websocket`), the meta-protocol between two agents (`negotiation`), the requester's choice
 //! of protocol or natural language (`requester`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
-//! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
-//! (`agent`); what model calls cost (`tokens`); with what they share in `support`.
+//! Python reference SDK (`interop_python`); MCP servers behind Parley (`mcp`); the agent as a
+//! user and an operator meet it (`agent`); what model calls cost (`tokens`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
@@ -15,6 +15,7 @@
 mod agent;
 mod http;
 mod interop_python;
+mod mcp;
 mod negotiation;
 mod openai_backend;
 mod requester;

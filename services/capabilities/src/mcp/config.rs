@@ -192,6 +192,13 @@ fn stdio(
         .next()
         .filter(|p| !p.trim().is_empty())
         .ok_or_else(|| ctx.err("command", "must name a program to run"))?;
+    // A bare name is looked up on PATH; a relative path (`./server.sh`, `bin/server`) is the
+    // file's directory's, as the working directory of the process is.
+    let program = if program.contains('/') && Path::new(&program).is_relative() {
+        base_dir.join(&program).display().to_string()
+    } else {
+        program
+    };
     let mut resolved = BTreeMap::new();
     for (name, value) in vars {
         let field = format!("env.{name}");
