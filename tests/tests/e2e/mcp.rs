@@ -78,8 +78,14 @@ async fn serve_refuses_to_start_when_a_required_mcp_server_fails() {
         panic!("the MCP servers' failure: {error:?}");
     };
     let text = parley::error::chain(&error);
-    assert!(text.contains("MCP server `catalogue` did not start"), "{text}");
-    assert!(text.contains("cannot open catalogue.db"), "its stderr: {text}");
+    assert!(
+        text.contains("MCP server `catalogue` did not start"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot open catalogue.db"),
+        "its stderr: {text}"
+    );
     assert_eq!(source.failures.len(), 1);
 
     // Marked optional, the same server does not stop the start: its capability waits for it.
@@ -134,7 +140,10 @@ async fn a_negotiated_handler_calls_an_mcp_tool_through_host_call() {
         .expect("call");
     let answer = &found.answer;
     assert_eq!(answer["status"]["code"], 200, "{answer}");
-    assert_eq!(answer["productInfo"]["productName"], "Laptop served over MCP");
+    assert_eq!(
+        answer["productInfo"]["productName"],
+        "Laptop served over MCP"
+    );
     assert_eq!(answer["productInfo"]["price"], 1099.5);
     assert_eq!(answer["productInfo"]["currency"], "EUR");
 

@@ -439,3 +439,33 @@ fn server_entries_are_checked_at_load() {
         "{unknown}"
     );
 }
+
+#[tokio::test]
+async fn a_relative_command_runs_from_the_capabilities_files_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("bin/catalogue.sh");
+    std::fs::create_dir(dir.path().join("bin")).expect("bin");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec {:?} {:?} \"$@\"\n",
+            python(),
+            catalogue_server()
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let file = dir.path().join("caps.toml");
+    std::fs::write(
+        &file,
+        format!("{AGENT}[[mcp_servers]]\nname = \"catalogue\"\ncommand = [\"bin/catalogue.sh\"]\ntools = [\"forecast\"]\n"),
+    )
+    .expect("caps");
+    let caps = Capabilities::load(&file, |_| None).expect("loads");
+    caps.start()
+        .await
+        .expect("starts from the file's directory");
+    assert_eq!(caps.names(), vec!["forecast"]);
+    caps.shutdown().await;
+}
