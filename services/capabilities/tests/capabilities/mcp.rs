@@ -469,3 +469,38 @@ async fn a_relative_command_runs_from_the_capabilities_files_directory() {
     assert_eq!(caps.names(), vec!["forecast"]);
     caps.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_http_server_that_goes_away_is_reconnected_when_it_is_back() {
+    let port = free_port();
+    let http_server = || {
+        let mut command = tokio::process::Command::new(python());
+        command.args([catalogue_server(), "--http".to_owned(), port.to_string()]);
+        command
+    };
+    let server = serve_http(http_server(), port).await;
+    let caps = started(&format!(
+        "[[mcp_servers]]\nname = \"catalogue\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+         timeout_ms = 5000\nrestart_backoff_ms = 200\nrestart_backoff_max_ms = 1000\n"
+    ))
+    .await;
+    caps.invoke("forecast", json!({"city": "Oslo"}))
+        .await
+        .expect("up");
+    drop(server);
+    eventually("the server's absence noticed", async || {
+        match caps.invoke("forecast", json!({"city": "Oslo"})).await {
+            Ok(_) => false,
+            Err(e) => e.code() == "capability_unavailable",
+        }
+    })
+    .await;
+    let _server = serve_http(http_server(), port).await;
+    eventually("the reconnection", async || {
+        caps.invoke("forecast", json!({"city": "Oslo"}))
+            .await
+            .is_ok()
+    })
+    .await;
+    caps.shutdown().await;
+}
