@@ -4,10 +4,13 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Installs the global subscriber: `RUST_LOG` filters (default `info`), text or JSON lines
-/// on stderr. Message bodies and secrets are never logged at info or above.
+/// Installs the global subscriber: `RUST_LOG` filters (default `info`, the MCP SDK's own lines
+/// from `warn`: Parley logs each MCP server's start, tools and failures itself, and the SDK's
+/// info lines repeat a server's whole self-description), text or JSON lines on stderr. Message
+/// bodies and secrets are never logged at info or above.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
