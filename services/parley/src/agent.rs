@@ -218,6 +218,20 @@ impl Agent {
         Ok(())
     }
 
+    /// Starts a conversation of this agent's own with `peer`: the state of a negotiation whose
+    /// framing has no conversations of its own (one per seed-002 connection) lives there.
+    pub async fn open_conversation(&self, peer: std::net::SocketAddr) -> Result<String, ApiError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.store
+            .create_conversation(NewConversation {
+                id: id.clone(),
+                peer: Some(peer.to_string()),
+                state: json!({}),
+            })
+            .await?;
+        Ok(id)
+    }
+
     /// Finds or creates the conversation the request belongs to (see the module docs).
     async fn conversation_for(
         &self,
@@ -244,15 +258,7 @@ impl Agent {
                 return Ok(None);
             }
             // Negotiation needs state: start a conversation of our own.
-            let id = uuid::Uuid::new_v4().to_string();
-            self.store
-                .create_conversation(NewConversation {
-                    id: id.clone(),
-                    peer: Some(peer.to_string()),
-                    state: json!({}),
-                })
-                .await?;
-            return Ok(Some(id));
+            return self.open_conversation(peer).await.map(Some);
         };
         // The peer's token is opaque; hash it (with its subformat) into a stable id.
         let mut h = Sha256::new();

@@ -21,6 +21,7 @@
 //! `MetaTurn` and the answer, implement `MetaChannel`), plus its route in `server`; the
 //! provider and requester stay as they are.
 
+pub mod anp;
 pub mod nlip;
 pub mod provider;
 pub mod requester;

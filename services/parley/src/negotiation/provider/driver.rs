@@ -3,7 +3,8 @@
 
 use parley_anp::messages::NlMessageType;
 use parley_anp::{
-    FixVerdict, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step, Verdict,
+    FixVerdict, MetaMessage, NegotiationError, ProtocolHash, ProviderSession, SessionConfig, Step,
+    Verdict,
 };
 use parley_reasoner::{Mapping, UsageMeter};
 use parley_store::{Direction, NewNegotiation, Role};
@@ -26,6 +27,10 @@ pub struct MetaTurn {
     /// A rule the peer broke: the negotiation ended over it (`messages` says so to the peer),
     /// and the framing answers with an error.
     pub violation: Option<NegotiationError>,
+    /// The protocol this turn made active for the peer: the negotiation ended agreed and both
+    /// sides generated code, or a hello selected a protocol served here (0-RTT). A framing
+    /// whose application messages name no protocol (seed 002's) serves this one from then on.
+    pub agreed: Option<ProtocolHash>,
 }
 
 /// Per-turn working state of [`Provider::handle_meta`].
@@ -43,6 +48,8 @@ pub(super) struct Turn {
     violation: Option<NegotiationError>,
     /// Whether the peer takes `fixErrorNegotiation` (its hello announced it, or it sent none).
     peer_fixes_errors: bool,
+    /// The protocol made active in this turn (see [`MetaTurn::agreed`]).
+    pub agreed: Option<ProtocolHash>,
 }
 
 impl Provider {
@@ -190,6 +197,7 @@ impl Provider {
                 Step::Ready { hash, send } => {
                     turn.outbox.extend(send);
                     self.activate(negotiation, &hash, peer).await?;
+                    turn.agreed = Some(hash);
                     turn.summary.push(format!(
                         "Protocol {hash} is active: send application messages with a `protocol` token."
                     ));
@@ -390,6 +398,7 @@ impl Turn {
             messages: self.hello_replies,
             summary,
             violation: self.violation,
+            agreed: self.agreed,
         }
     }
 }

@@ -34,6 +34,7 @@ impl Provider {
             }
         }
         let answer = hello.meta_protocol.answer(|h| known.contains(h));
+        turn.agreed = hello.meta_protocol.select(|h| known.contains(h));
         turn.summary.push(match &known.iter().next() {
             Some(h) => format!("Protocol {h} is known here: send application messages directly."),
             None => "Hello. No offered protocol is known here; propose one.".to_owned(),

@@ -1,0 +1,274 @@
+//! The seed-002 framing on `GET /anp`, spoken by hand over a real WebSocket: a negotiation in
+//! meta frames, application frames with and without the header byte, natural language,
+//! 0-RTT on a new connection through the hello, and what a peer gets for frames that are
+//! malformed, unsupported, out of order, or for leaving in the middle of a negotiation.
+
+use futures::{SinkExt, StreamExt};
+use parley_anp::ProtocolHash;
+use parley_tests::{TestApp, test_settings};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+use crate::support::{product_protocol, request};
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Header bytes of the four protocol types.
+const META: u8 = 0x00;
+const APPLICATION: u8 = 0x40;
+const NATURAL_LANGUAGE: u8 = 0x80;
+const VERIFICATION: u8 = 0xC0;
+
+/// A seed-002 connection, as a peer sees it.
+struct Peer(Socket);
+
+impl Peer {
+    async fn connect(app: &TestApp) -> Peer {
+        let (socket, _) = tokio_tungstenite::connect_async(app.ws("/anp"))
+            .await
+            .expect("connect to /anp");
+        Peer(socket)
+    }
+
+    async fn send_raw(&mut self, bytes: Vec<u8>) {
+        self.0.send(Ws::Binary(bytes.into())).await.expect("send");
+    }
+
+    async fn send(&mut self, header: u8, value: &Value) {
+        let mut bytes = vec![header];
+        bytes.extend(serde_json::to_vec(value).expect("json"));
+        self.send_raw(bytes).await;
+    }
+
+    /// The next frame's bytes.
+    async fn recv_raw(&mut self) -> Vec<u8> {
+        loop {
+            match self.0.next().await.expect("a frame").expect("no error") {
+                Ws::Binary(bytes) => return bytes.to_vec(),
+                Ws::Ping(_) | Ws::Pong(_) => continue,
+                other => panic!("expected a binary frame, got {other:?}"),
+            }
+        }
+    }
+
+    /// The next frame: its header byte and its JSON.
+    async fn recv(&mut self) -> (u8, Value) {
+        let bytes = self.recv_raw().await;
+        let value = serde_json::from_slice(&bytes[1..]).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&bytes));
+        });
+        (bytes[0], value)
+    }
+
+    /// The next frame, which must be a meta frame.
+    async fn recv_meta(&mut self) -> Value {
+        let (header, value) = self.recv().await;
+        assert_eq!(header, META, "{value}");
+        value
+    }
+}
+
+fn source_hello(hashes: &[ProtocolHash]) -> Value {
+    let mut hello = json!({
+        "version": "1.0",
+        "type": "sourceHello",
+        "metaProtocol": {"version": "1.0", "supportedCapabilities": ["naturalLanguageNegotiation"]}
+    });
+    if let Some(first) = hashes.first() {
+        hello["metaProtocol"]["protocolHash"] = json!(first.to_hex());
+    }
+    hello
+}
+
+fn proposal(seq: u64, text: &str) -> Value {
+    json!({"action": "protocolNegotiation", "sequenceId": seq,
+           "candidateProtocols": text, "status": "negotiating"})
+}
+
+/// Negotiates the product protocol on `peer` in meta frames, to the end.
+async fn negotiate_product(peer: &mut Peer) -> ProtocolHash {
+    let text = product_protocol();
+    peer.send(META, &source_hello(&[])).await;
+    let hello = peer.recv_meta().await;
+    assert_eq!(hello["type"], "destinationHello");
+    assert!(hello["metaProtocol"].get("selectedProtocol").is_none());
+
+    peer.send(META, &proposal(0, &text)).await;
+    let accepted = peer.recv_meta().await;
+    assert_eq!(accepted["action"], "protocolNegotiation");
+    assert_eq!(accepted["status"], "accepted", "{accepted}");
+    assert_eq!(accepted["sequenceId"], 1);
+    let generated = peer.recv_meta().await;
+    assert_eq!(
+        generated,
+        json!({"action": "codeGeneration", "status": "generated"})
+    );
+    peer.send(
+        META,
+        &json!({"action": "codeGeneration", "status": "generated"}),
+    )
+    .await;
+    ProtocolHash::of(&text)
+}
+
+#[tokio::test]
+async fn a_negotiation_in_meta_frames_then_application_frames_in_both_forms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let mut peer = Peer::connect(&app).await;
+    negotiate_product(&mut peer).await;
+
+    // The peer's codeGeneration needs no answer: the next frame answers the request.
+    peer.send(APPLICATION, &request("m1", "P12345")).await;
+    let (header, answer) = peer.recv().await;
+    assert_eq!(header, APPLICATION, "answered in kind: {answer}");
+    assert_eq!(answer["messageId"], "m1");
+    assert_eq!(answer["status"]["code"], 200);
+    assert_eq!(answer["productInfo"]["productId"], "P12345");
+
+    // Bare JSON, as AgentConnect's generated code sends it, is answered bare.
+    peer.send_raw(serde_json::to_vec(&request("m2", "P99999")).expect("json"))
+        .await;
+    let bytes = peer.recv_raw().await;
+    assert_eq!(bytes[0], b'{', "{}", String::from_utf8_lossy(&bytes));
+    let answer: Value = serde_json::from_slice(&bytes).expect("bare JSON");
+    assert_eq!(answer["messageId"], "m2");
+    assert_eq!(answer["status"]["code"], 404);
+
+    // A request outside the protocol's schema is an error in kind; the connection goes on.
+    peer.send_raw(br#"{"messageId": "m3", "productId": 42}"#.to_vec())
+        .await;
+    let bytes = peer.recv_raw().await;
+    let error: Value = serde_json::from_slice(&bytes).expect("bare JSON");
+    assert_eq!(error["error"]["code"], "invalid_request", "{error}");
+
+    // Natural language on the same connection goes to the reasoner.
+    let mut nl = vec![NATURAL_LANGUAGE];
+    nl.extend_from_slice(b"How much is product P12345?");
+    peer.send_raw(nl).await;
+    let bytes = peer.recv_raw().await;
+    assert_eq!(bytes[0], NATURAL_LANGUAGE);
+    let text = String::from_utf8(bytes[1..].to_vec()).expect("UTF-8");
+    assert!(text.contains("1299.99"), "{text}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_known_protocol_is_served_at_zero_rtt_on_a_new_connection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let mut first = Peer::connect(&app).await;
+    let hash = negotiate_product(&mut first).await;
+    drop(first);
+
+    let mut peer = Peer::connect(&app).await;
+    // Before any hello, no protocol applies on this connection.
+    peer.send_raw(serde_json::to_vec(&request("m0", "P12345")).expect("json"))
+        .await;
+    let error: Value = serde_json::from_slice(&peer.recv_raw().await).expect("bare JSON");
+    assert_eq!(error["error"]["code"], "no_protocol", "{error}");
+
+    peer.send(META, &source_hello(&[hash])).await;
+    let hello = peer.recv_meta().await;
+    assert_eq!(hello["type"], "destinationHello");
+    assert_eq!(hello["metaProtocol"]["selectedProtocol"], hash.to_hex());
+    peer.send_raw(serde_json::to_vec(&request("m1", "P12345")).expect("json"))
+        .await;
+    let answer: Value = serde_json::from_slice(&peer.recv_raw().await).expect("bare JSON");
+    assert_eq!(answer["status"]["code"], 200, "{answer}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_and_unsupported_frames_get_error_frames_on_a_connection_that_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let mut peer = Peer::connect(&app).await;
+
+    let cases: [(Vec<u8>, u8, &str); 5] = [
+        (Vec::new(), META, "malformed_frame"),
+        (vec![META, b'n', b'o', b'{'], META, "malformed_json"),
+        (vec![META, b'[', b']'], META, "invalid_message"),
+        (
+            vec![VERIFICATION, b'{', b'}'],
+            VERIFICATION,
+            "unsupported_protocol_type",
+        ),
+        (
+            vec![NATURAL_LANGUAGE, 0xff, 0xfe],
+            NATURAL_LANGUAGE,
+            "malformed_frame",
+        ),
+    ];
+    for (bytes, header, code) in cases {
+        peer.send_raw(bytes).await;
+        let (got, error) = peer.recv().await;
+        assert_eq!(got, header, "{error}");
+        assert_eq!(error["error"]["code"], code, "{error}");
+    }
+    // A meta message that is no meta-protocol message ends the negotiation it would start.
+    peer.send(META, &json!({"action": "dance", "sequenceId": 0}))
+        .await;
+    let rejected = peer.recv_meta().await;
+    assert_eq!(rejected["status"], "rejected", "{rejected}");
+    let error = peer.recv_meta().await;
+    assert_eq!(error["error"]["code"], "invalid_message", "{error}");
+    // Out of order: a sequence that skips ahead.
+    peer.send(META, &proposal(7, &product_protocol())).await;
+    let rejected = peer.recv_meta().await;
+    assert_eq!(rejected["status"], "rejected", "{rejected}");
+    let error = peer.recv_meta().await;
+    assert_eq!(error["error"]["code"], "sequence_error", "{error}");
+
+    // The connection still negotiates.
+    negotiate_product(&mut peer).await;
+    app.stop().await;
+}
+
+/// The provider's count of negotiations that ended with `outcome`, from `/metrics` (the
+/// process's recorder: other tests' servers count there too, so only differences tell).
+async fn ended(app: &TestApp, outcome: &str) -> f64 {
+    let text = reqwest::get(app.http("/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("text");
+    let label = format!("outcome=\"{outcome}\"");
+    text.lines()
+        .filter(|l| l.starts_with("parley_negotiations_total") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_peer_that_leaves_mid_negotiation_ends_it_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let before = ended(&app, "timeout").await;
+    let mut peer = Peer::connect(&app).await;
+    // An accepted proposal: the provider waits for the peer's codeGeneration, which never comes.
+    peer.send(META, &proposal(0, &product_protocol())).await;
+    assert_eq!(peer.recv_meta().await["status"], "accepted");
+    assert_eq!(peer.recv_meta().await["action"], "codeGeneration");
+    peer.0.close(None).await.expect("close");
+    drop(peer);
+
+    // Another peer negotiates on a new connection meanwhile.
+    let mut other = Peer::connect(&app).await;
+    negotiate_product(&mut other).await;
+    other.send(APPLICATION, &request("m1", "P12345")).await;
+    assert_eq!(other.recv().await.1["status"]["code"], 200);
+
+    // The server notices the closed connection on its own time: wait for it, within bounds.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ended(&app, "timeout").await <= before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the abandoned negotiation was never ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    app.stop().await;
+}
