@@ -1,6 +1,6 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
-//! (`websocket`), the seed-002 framing (`anp`), the meta-protocol between two agents (`negotiation`), the requester's choice
+//! (`websocket`), the seed-002 framing (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents (`negotiation`), the requester's choice
 //! of protocol or natural language (`requester`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
 //! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
@@ -14,6 +14,7 @@
 
 mod agent;
 mod anp;
+mod anp_requester;
 mod http;
 mod interop_python;
 mod negotiation;

@@ -119,6 +119,8 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
     // The reply names its protocol: the token was echoed.
     let token = found
         .reply
+        .as_ref()
+        .expect("an NLIP reply")
         .tokens()
         .find(|t| t.subformat == "protocol")
         .expect("protocol token");

@@ -20,14 +20,14 @@ use serde_json::Value;
 
 use crate::support::{new_requester, product_protocol, request};
 
-async fn store_of(settings: &parley::config::Settings) -> Arc<dyn Store> {
+pub(crate) async fn store_of(settings: &parley::config::Settings) -> Arc<dyn Store> {
     parley_store::connect(&settings.database_url(), Default::default())
         .await
         .expect("provider store")
 }
 
 /// How many negotiations of protocol `hash` the provider has on record.
-async fn negotiations(store: &Arc<dyn Store>, hash: &ProtocolHash) -> usize {
+pub(crate) async fn negotiations(store: &Arc<dyn Store>, hash: &ProtocolHash) -> usize {
     store
         .negotiations_for_protocol(&hash.to_string())
         .await
@@ -37,7 +37,7 @@ async fn negotiations(store: &Arc<dyn Store>, hash: &ProtocolHash) -> usize {
 
 /// A provider whose only capability is the order-status lookup: it cannot serve the product
 /// protocol.
-fn orders_only_settings(dir: &Path) -> parley::config::Settings {
+pub(crate) fn orders_only_settings(dir: &Path) -> parley::config::Settings {
     let orders = parley_tests::repo_root().join("examples/data/orders.json");
     let capabilities = dir.join("orders-only.toml");
     std::fs::write(
@@ -64,7 +64,9 @@ binding = {{ type = "dataset", file = {orders:?}, key = "orderId", not_found = "
 }
 
 /// The transcript's `fixErrorNegotiation` messages as (direction, status, description).
-fn fix_errors(transcript: &[(parley_store::Direction, Value)]) -> Vec<(String, String, String)> {
+pub(crate) fn fix_errors(
+    transcript: &[(parley_store::Direction, Value)],
+) -> Vec<(String, String, String)> {
     transcript
         .iter()
         .filter(|(_, v)| v["action"] == "fixErrorNegotiation")
@@ -339,7 +341,7 @@ async fn short_hashes_resolve_as_git_resolves_them() {
 /// gives no fixture, so the provider's verification asks its real catalogue (a read-only
 /// capability) and answers with the real values: valid, keeping every status and field, only
 /// the data differs.
-fn guessed_protocol() -> String {
+pub(crate) fn guessed_protocol() -> String {
     let text = product_protocol()
         .replacen(
             r#""productName": "High-performance Laptop","#,

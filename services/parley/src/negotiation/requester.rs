@@ -13,6 +13,7 @@
 //! not know may be corrected, statuses, structure and its own values may not. A configured
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
 
+mod anp;
 mod counter;
 mod request;
 
@@ -36,6 +37,7 @@ use parley_store::{
 };
 use serde_json::{Value, json};
 
+use super::anp::{AnpLink, AnpOptions};
 use super::nlip::{NlipLink, application_message};
 use crate::client::{ClientError, NlipClient};
 
@@ -56,6 +58,10 @@ pub enum RequesterError {
     Peer { code: String, message: String },
     #[error("the peer stopped answering the negotiation")]
     Stalled,
+    /// The peer did not answer the hello: on a framing where the hello is optional (seed 002's)
+    /// the negotiation goes on without 0-RTT.
+    #[error("the peer did not answer the hello")]
+    NoHello,
     #[error("protocol {0} is not in the local store; negotiate it first")]
     UnknownLocally(String),
     #[error("{prefix} names more than one protocol in the local store: {}", .candidates.join(", "))]
@@ -121,6 +127,18 @@ pub struct Requester {
     /// Reviews a provider's error report once the guard rails allowed it (and may only decline
     /// it); without one, what the guard rails allow is accepted.
     pub reviewer: Option<Arc<dyn ProtocolReasoner>>,
+    /// The framing this requester speaks to providers.
+    pub wire: Wire,
+}
+
+/// Which framing of the meta-protocol a requester speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// NLIP messages (`/nlip`, `/nlip/ws`): [`NlipLink`].
+    #[default]
+    Nlip,
+    /// Seed 002's frames on a WebSocket (`/anp`): [`AnpLink`].
+    Anp(AnpOptions),
 }
 
 /// How the requester's negotiation reaches the provider: one framing of the meta-protocol
@@ -134,6 +152,22 @@ pub trait MetaChannel: Send {
         summary: &str,
         messages: &[MetaMessage],
     ) -> Result<Vec<Value>, RequesterError>;
+
+    /// The peer's next meta-protocol messages, when this side has nothing to send. On a
+    /// framing where the peer only ever answers (NLIP's), there are none: the peer stalled.
+    async fn receive(&mut self) -> Result<Vec<Value>, RequesterError> {
+        Err(RequesterError::Stalled)
+    }
+
+    /// Sends `messages` that need no answer. On a framing that answers every message (NLIP's)
+    /// the answer is read and dropped.
+    async fn notify(
+        &mut self,
+        summary: &str,
+        messages: &[MetaMessage],
+    ) -> Result<(), RequesterError> {
+        self.exchange(summary, messages).await.map(|_| ())
+    }
 }
 
 /// A channel that records what crosses it: every meta-protocol message with its direction,
@@ -155,10 +189,28 @@ impl<C: MetaChannel> Recorded<'_, C> {
         }
         self.messages += 1;
         let answer = self.channel.exchange(summary, out).await?;
-        for v in &answer {
+        self.received(&answer);
+        Ok(answer)
+    }
+
+    async fn receive(&mut self) -> Result<Vec<Value>, RequesterError> {
+        let answer = self.channel.receive().await?;
+        self.received(&answer);
+        Ok(answer)
+    }
+
+    async fn notify(&mut self, summary: &str, out: &[MetaMessage]) -> Result<(), RequesterError> {
+        for m in out {
+            self.transcript.push((Direction::Outbound, m.to_value()));
+        }
+        self.messages += 1;
+        self.channel.notify(summary, out).await
+    }
+
+    fn received(&mut self, answer: &[Value]) {
+        for v in answer {
             self.transcript.push((Direction::Inbound, v.clone()));
         }
-        Ok(answer)
     }
 }
 
@@ -209,11 +261,14 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 step = self.session.receive_value(v);
                 continue;
             }
-            if self.outbox.is_empty() {
-                return Err(RequesterError::Stalled);
-            }
-            self.report("negotiating");
-            let replies = self.send("Protocol negotiation.").await?;
+            let replies = if self.outbox.is_empty() {
+                // Nothing to send, but the peer still owes a message: a framing where the peer
+                // speaks unprompted may have it on the way.
+                self.channel.receive().await?
+            } else {
+                self.report("negotiating");
+                self.send("Protocol negotiation.").await?
+            };
             inbox.extend(replies);
             let Some(first) = inbox.pop_front() else {
                 return Err(RequesterError::Stalled);
@@ -284,7 +339,8 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             Step::Ready { hash, send } => {
                 self.outbox.extend(send);
                 if !self.outbox.is_empty() {
-                    self.send("Code generated.").await?;
+                    let out = std::mem::take(&mut self.outbox);
+                    self.channel.notify("Code generated.", &out).await?;
                 }
                 self.requester.agree(self.peer, &hash).await?;
                 Next::Done(hash, Outcome::Agreed)
@@ -293,7 +349,8 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 self.outbox.extend(send);
                 if !self.outbox.is_empty() {
                     // Tell the peer; its answer does not matter any more.
-                    let _ = self.send("Negotiation ended.").await;
+                    let out = std::mem::take(&mut self.outbox);
+                    let _ = self.channel.notify("Negotiation ended.", &out).await;
                 }
                 let outcome = Outcome::Rejected {
                     code: reason.code().to_owned(),
@@ -328,6 +385,7 @@ impl Requester {
             store,
             max_rounds: 10,
             reviewer: None,
+            wire: Wire::Nlip,
         }
     }
 
@@ -352,10 +410,19 @@ impl Requester {
         capabilities: &[String],
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let peer = peer_key(url)?;
-        let mut link = NlipLink::connect(&peer).await?;
-        self.negotiate_over(&mut link, &peer, text, capabilities, progress)
-            .await
+        let peer = self.peer_key(url)?;
+        match self.wire {
+            Wire::Nlip => {
+                let mut link = NlipLink::connect(&peer).await?;
+                self.negotiate_over(&mut link, &peer, text, capabilities, progress)
+                    .await
+            }
+            Wire::Anp(options) => {
+                let mut link = AnpLink::connect(&peer, options).await?;
+                self.negotiate_over(&mut link, &peer, text, capabilities, progress)
+                    .await
+            }
+        }
     }
 
     /// Negotiates `text` with the provider `peer` over `channel`: hello first (0-RTT when the
@@ -494,6 +561,9 @@ impl Requester {
         hash: &ProtocolHash,
         request: Value,
     ) -> Result<Called, RequesterError> {
+        if let Wire::Anp(options) = self.wire {
+            return self.call_anp(url, hash, request, options).await;
+        }
         let protocol = self
             .store
             .get_protocol(&hash.to_string())
@@ -536,15 +606,20 @@ impl Requester {
         Ok(Called {
             answer,
             renegotiated,
-            reply,
+            reply: Some(reply),
         })
     }
 }
 
-/// How the local store names the peer at `url`: its NLIP end-point, so `http://host:8080`
-/// and `http://host:8080/nlip` are one peer.
-fn peer_key(url: &str) -> Result<String, RequesterError> {
-    Ok(crate::client::endpoint(url)?.to_string())
+impl Requester {
+    /// How the local store names the peer at `url`: its end-point for this requester's framing,
+    /// so `http://host:8080` and `http://host:8080/nlip` are one peer.
+    fn peer_key(&self, url: &str) -> Result<String, RequesterError> {
+        Ok(match self.wire {
+            Wire::Nlip => crate::client::endpoint(url)?.to_string(),
+            Wire::Anp(_) => crate::negotiation::anp::endpoint(url)?.to_string(),
+        })
+    }
 }
 
 /// The hello exchange: announces `capabilities` and offers `hash` for reuse; returns the
@@ -558,9 +633,14 @@ async fn hello<C: MetaChannel>(
     let mut info = MetaProtocolInfo::parley([hash]);
     info.supported_capabilities = capabilities.to_vec();
     let hello = MetaMessage::source_hello(info);
-    let answer = channel
+    let answer = match channel
         .exchange("Hello from a Parley requester.", &[hello])
-        .await?;
+        .await
+    {
+        Ok(answer) => answer,
+        Err(RequesterError::NoHello) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     answer
         .into_iter()
         .find_map(|v| match MetaMessage::from_value(v) {
@@ -576,5 +656,7 @@ pub struct Called {
     pub answer: Value,
     /// Set when the provider had forgotten the protocol and it was negotiated again.
     pub renegotiated: Option<Negotiated>,
-    pub reply: Message,
+    /// The NLIP reply that carried the answer (none over seed 002's framing, which has no
+    /// envelope).
+    pub reply: Option<Message>,
 }

@@ -11,9 +11,12 @@
 //! - [`frame`]: the header byte, and bare JSON (`{` first) read as an application frame.
 //! - [`serve`]: the provider's side of one connection ([`Connection`]); its route is
 //!   `server::anp`.
+//! - [`link`]: the requester's side ([`AnpLink`], a [`MetaChannel`](super::requester::MetaChannel)).
 
 pub mod frame;
+pub mod link;
 pub mod serve;
 
 pub use frame::{Frame, FrameError, ProtocolType};
+pub use link::{AnpLink, AnpOptions, endpoint};
 pub use serve::Connection;
