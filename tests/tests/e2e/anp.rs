@@ -93,6 +93,16 @@ async fn negotiate_product(peer: &mut Peer) -> ProtocolHash {
     let hello = peer.recv_meta().await;
     assert_eq!(hello["type"], "destinationHello");
     assert!(hello["metaProtocol"].get("selectedProtocol").is_none());
+    // It announces what it implements, and the verification protocol is not among it.
+    let capabilities = hello["metaProtocol"]["supportedCapabilities"].to_string();
+    assert!(
+        capabilities.contains("naturalLanguageNegotiation"),
+        "{capabilities}"
+    );
+    assert!(
+        !capabilities.contains("verificationProtocol"),
+        "{capabilities}"
+    );
 
     peer.send(META, &proposal(0, &text)).await;
     let accepted = peer.recv_meta().await;
@@ -177,6 +187,78 @@ async fn a_known_protocol_is_served_at_zero_rtt_on_a_new_connection() {
         .await;
     let answer: Value = serde_json::from_slice(&peer.recv_raw().await).expect("bare JSON");
     assert_eq!(answer["status"]["code"], 200, "{answer}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_requester_shaped_like_agentconnect_negotiates_by_its_own_counting() {
+    // AgentConnect's requester counts from 1 and echoes the provider's `accepted` with its own
+    // last id; its hello is not sent at all, and its application frames are bare JSON.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let mut peer = Peer::connect(&app).await;
+    let text = product_protocol();
+    peer.send(META, &proposal(1, &text)).await;
+    let accepted = peer.recv_meta().await;
+    assert_eq!(accepted["status"], "accepted", "{accepted}");
+    assert_eq!(accepted["sequenceId"], 2);
+    assert_eq!(peer.recv_meta().await["action"], "codeGeneration");
+    let echo = json!({"action": "protocolNegotiation", "sequenceId": 1,
+                      "candidateProtocols": text, "status": "accepted"});
+    peer.send(META, &echo).await;
+    peer.send(
+        META,
+        &json!({"action": "codeGeneration", "status": "generated"}),
+    )
+    .await;
+    // Neither needs an answer: the next frame answers the request.
+    peer.send_raw(serde_json::to_vec(&request("ac1", "P12345")).expect("json"))
+        .await;
+    let answer: Value = serde_json::from_slice(&peer.recv_raw().await).expect("bare JSON");
+    assert_eq!(answer["messageId"], "ac1", "{answer}");
+    assert_eq!(answer["status"]["code"], 200, "{answer}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_hello_offers_in_the_seeds_fields_and_an_unknown_version_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let mut first = Peer::connect(&app).await;
+    let hash = negotiate_product(&mut first).await;
+    drop(first);
+
+    // `candidateProtocols` alone, with a URI the provider does not know before the hash.
+    let mut peer = Peer::connect(&app).await;
+    let mut hello = source_hello(&[]);
+    hello["metaProtocol"]["candidateProtocols"] =
+        json!(["https://example.com/protocol/1.0", hash.to_hex()]);
+    peer.send(META, &hello).await;
+    let answer = peer.recv_meta().await;
+    assert_eq!(answer["metaProtocol"]["selectedProtocol"], hash.to_hex());
+
+    // A meta-protocol of another major version is refused, and nothing is selected.
+    let mut peer = Peer::connect(&app).await;
+    let mut hello = source_hello(&[hash]);
+    hello["metaProtocol"]["version"] = json!("2.0");
+    peer.send(META, &hello).await;
+    let answer = peer.recv_meta().await;
+    assert_eq!(answer["type"], "destinationHello");
+    assert_eq!(answer["metaProtocol"]["version"], "1.0");
+    assert!(answer["metaProtocol"].get("selectedProtocol").is_none());
+    let error = peer.recv_meta().await;
+    assert_eq!(error["error"]["code"], "unsupported_version", "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2.0"),
+        "{error}"
+    );
+    peer.send_raw(serde_json::to_vec(&request("v1", "P12345")).expect("json"))
+        .await;
+    let refused: Value = serde_json::from_slice(&peer.recv_raw().await).expect("bare JSON");
+    assert_eq!(refused["error"]["code"], "no_protocol", "{refused}");
     app.stop().await;
 }
 

@@ -14,16 +14,17 @@
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
 
 mod anp;
+mod channel;
 mod counter;
 mod request;
 
+pub use channel::MetaChannel;
+use channel::Recorded;
 pub use counter::judge_counter;
 pub use request::{FallbackReason, ProtocolRef, Requested, ask_in_natural_language};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-use async_trait::async_trait;
 
 use parley_anp::{
     FixReview, FixVerdict, MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash,
@@ -62,6 +63,11 @@ pub enum RequesterError {
     /// the negotiation goes on without 0-RTT.
     #[error("the peer did not answer the hello")]
     NoHello,
+    #[error(
+        "the peer speaks meta-protocol version {version:?}; this side speaks {ours}",
+        ours = parley_anp::messages::META_PROTOCOL_VERSION
+    )]
+    UnsupportedVersion { version: String },
     #[error("protocol {0} is not in the local store; negotiate it first")]
     UnknownLocally(String),
     #[error("{prefix} names more than one protocol in the local store: {}", .candidates.join(", "))]
@@ -139,79 +145,6 @@ pub enum Wire {
     Nlip,
     /// Seed 002's frames on a WebSocket (`/anp`): [`AnpLink`].
     Anp(AnpOptions),
-}
-
-/// How the requester's negotiation reaches the provider: one framing of the meta-protocol
-/// (NLIP's is [`NlipLink`]).
-#[async_trait]
-pub trait MetaChannel: Send {
-    /// Sends `messages` (with a human-readable `summary`, where the framing carries one) and
-    /// returns the meta-protocol messages the peer answered with, in order.
-    async fn exchange(
-        &mut self,
-        summary: &str,
-        messages: &[MetaMessage],
-    ) -> Result<Vec<Value>, RequesterError>;
-
-    /// The peer's next meta-protocol messages, when this side has nothing to send. On a
-    /// framing where the peer only ever answers (NLIP's), there are none: the peer stalled.
-    async fn receive(&mut self) -> Result<Vec<Value>, RequesterError> {
-        Err(RequesterError::Stalled)
-    }
-
-    /// Sends `messages` that need no answer. On a framing that answers every message (NLIP's)
-    /// the answer is read and dropped.
-    async fn notify(
-        &mut self,
-        summary: &str,
-        messages: &[MetaMessage],
-    ) -> Result<(), RequesterError> {
-        self.exchange(summary, messages).await.map(|_| ())
-    }
-}
-
-/// A channel that records what crosses it: every meta-protocol message with its direction,
-/// and how many exchanges there were.
-struct Recorded<'a, C> {
-    channel: &'a mut C,
-    transcript: Vec<(Direction, Value)>,
-    messages: u32,
-}
-
-impl<C: MetaChannel> Recorded<'_, C> {
-    async fn exchange(
-        &mut self,
-        summary: &str,
-        out: &[MetaMessage],
-    ) -> Result<Vec<Value>, RequesterError> {
-        for m in out {
-            self.transcript.push((Direction::Outbound, m.to_value()));
-        }
-        self.messages += 1;
-        let answer = self.channel.exchange(summary, out).await?;
-        self.received(&answer);
-        Ok(answer)
-    }
-
-    async fn receive(&mut self) -> Result<Vec<Value>, RequesterError> {
-        let answer = self.channel.receive().await?;
-        self.received(&answer);
-        Ok(answer)
-    }
-
-    async fn notify(&mut self, summary: &str, out: &[MetaMessage]) -> Result<(), RequesterError> {
-        for m in out {
-            self.transcript.push((Direction::Outbound, m.to_value()));
-        }
-        self.messages += 1;
-        self.channel.notify(summary, out).await
-    }
-
-    fn received(&mut self, answer: &[Value]) {
-        for v in answer {
-            self.transcript.push((Direction::Inbound, v.clone()));
-        }
-    }
 }
 
 /// What the requester's loop does after one step of its session.
@@ -641,13 +574,19 @@ async fn hello<C: MetaChannel>(
         Err(RequesterError::NoHello) => return Ok(None),
         Err(e) => return Err(e),
     };
-    answer
+    let hello = answer
         .into_iter()
         .find_map(|v| match MetaMessage::from_value(v) {
-            Ok(MetaMessage::DestinationHello(h)) => Some(h.meta_protocol.selected_hash()),
+            Ok(MetaMessage::DestinationHello(h)) => Some(h),
             _ => None,
         })
-        .ok_or(RequesterError::NotSupported)
+        .ok_or(RequesterError::NotSupported)?;
+    if let Some(version) = hello.meta_protocol.unsupported_version(&hello.version) {
+        return Err(RequesterError::UnsupportedVersion {
+            version: version.to_owned(),
+        });
+    }
+    Ok(hello.meta_protocol.selected_hash())
 }
 
 /// The answer of [`Requester::call`].

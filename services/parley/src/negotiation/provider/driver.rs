@@ -45,7 +45,7 @@ pub(super) struct Turn {
     /// The mapping the reasoner accepted the protocol with, for the handler's generation.
     mapping: Option<Mapping>,
     /// A rule break by the peer: answered as an error.
-    violation: Option<NegotiationError>,
+    pub violation: Option<NegotiationError>,
     /// Whether the peer takes `fixErrorNegotiation` (its hello announced it, or it sent none).
     peer_fixes_errors: bool,
     /// The protocol made active in this turn (see [`MetaTurn::agreed`]).
@@ -424,6 +424,7 @@ fn is_violation(e: &NegotiationError) -> bool {
             | NegotiationError::InvalidMessage { .. }
             | NegotiationError::OutOfTurn { .. }
             | NegotiationError::SessionClosed
+            | NegotiationError::UnsupportedVersion { .. }
     )
 }
 

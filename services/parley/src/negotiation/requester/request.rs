@@ -252,7 +252,10 @@ pub(super) fn fallback_reason(error: RequesterError) -> Result<FallbackReason, R
         RequesterError::Rejected { code, reason, .. } => {
             Ok(FallbackReason::Rejected { code, reason })
         }
-        RequesterError::Peer { .. } | RequesterError::Stalled | RequesterError::NoHello => {
+        RequesterError::Peer { .. }
+        | RequesterError::Stalled
+        | RequesterError::NoHello
+        | RequesterError::UnsupportedVersion { .. } => {
             Ok(FallbackReason::Failed(error.to_string()))
         }
         // A peer whose NLIP end-point answers a control message with something other than NLIP.
