@@ -3,7 +3,8 @@
 //! (`websocket`), the seed-002 framing (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents (`negotiation`), the requester's choice
 //! of protocol or natural language (`requester`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
-//! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
+//! Python reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
+//! (`agentconnect`); the agent as a user and an operator meet it
 //! (`agent`); what model calls cost (`tokens`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
@@ -13,6 +14,7 @@
 //! (`agent`).
 
 mod agent;
+mod agentconnect;
 mod anp;
 mod anp_requester;
 mod http;

@@ -1,0 +1,182 @@
+//! AgentConnect, the reference implementation of the ANP meta-protocol (agent-connect 0.3.7,
+//! installed by `scripts/setup-python.sh`), against Parley over `/anp`: its real
+//! `MetaProtocol` negotiator, run by `tests/agentconnect/*.py` in a child process, with its
+//! model answered by a scripted OpenAI-compatible server (`tests/agentconnect/model/`).
+//!
+//! - AgentConnect as requester, Parley as provider: AgentConnect proposes the product protocol,
+//!   Parley accepts it, verifies its handler and swaps `codeGeneration`; AgentConnect then sends
+//!   a request through the requester class it generated (bare JSON) and Parley's verified
+//!   handler answers it.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use parley_anp::ProtocolHash;
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
+use parley_store::NegotiationStatus;
+use parley_tests::{TestApp, repo_root, test_settings};
+use serde_json::{Value, json};
+
+use crate::requester::{negotiations, store_of};
+use crate::support::product_protocol;
+
+/// A file of the scripted model's answers to AgentConnect.
+fn model_answer(name: &str) -> String {
+    let path = repo_root().join("tests/agentconnect/model").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Queues AgentConnect's code generation (requester, then provider: description, then class).
+fn script_code_generation(model: &ScriptedOpenAi) {
+    for name in [
+        "requester_description.json",
+        "requester_code.md",
+        "provider_description.json",
+        "provider_code.md",
+    ] {
+        model.push(ScriptedReply::text(model_answer(name)));
+    }
+}
+
+/// Runs `tests/agentconnect/SCRIPT` with `env` and returns its one-line JSON report.
+async fn run_agentconnect(script: &str, env: &[(&str, String)]) -> Value {
+    let root = repo_root();
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup-python.sh first (it installs agent-connect)",
+        python.display()
+    );
+    let code = tempfile::tempdir().expect("tempdir");
+    let mut command = tokio::process::Command::new(&python);
+    command
+        .arg(root.join("tests/agentconnect").join(script))
+        .current_dir(code.path())
+        .env("AC_CODE_DIR", code.path())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let run = command.output();
+    let output = tokio::time::timeout(Duration::from_secs(300), run)
+        .await
+        .expect("AgentConnect finished within 300 s")
+        .expect("python could be started");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} failed ({}); if imports fail, rerun scripts/setup-python.sh\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        output.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n--- stderr ---\n{stderr}"))
+}
+
+/// The meta frames of a report's `sent` or `received` list, as (action, status, sequenceId).
+fn meta_frames(frames: &Value) -> Vec<(String, String, Option<u64>)> {
+    frames
+        .as_array()
+        .expect("a list of frames")
+        .iter()
+        .filter(|f| f["type"] == 0)
+        .map(|f| {
+            let m = &f["json"];
+            (
+                m["action"].as_str().unwrap_or("?").to_owned(),
+                m["status"].as_str().unwrap_or("?").to_owned(),
+                m["sequenceId"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+fn frame(action: &str, status: &str, seq: Option<u64>) -> (String, String, Option<u64>) {
+    (action.to_owned(), status.to_owned(), seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentconnect_negotiates_with_a_parley_provider_and_its_request_is_answered() {
+    let model = ScriptedOpenAi::start().await;
+    let text = product_protocol();
+    model.push(ScriptedReply::text(text.clone()));
+    script_code_generation(&model);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let provider = TestApp::spawn(&settings).await;
+
+    let report = run_agentconnect(
+        "requester.py",
+        &[
+            ("PARLEY_ANP_URL", provider.ws("/anp")),
+            ("MODEL_BASE_URL", model.base_url()),
+            ("AC_REQUEST", json!({"productId": "P12345"}).to_string()),
+        ],
+    )
+    .await;
+    assert_eq!(report["negotiated"], true, "{report:#}");
+    assert_eq!(report["peer_generated"], true, "{report:#}");
+
+    // AgentConnect counts from 1 and answers Parley's acceptance with an echo of its own id.
+    assert_eq!(
+        meta_frames(&report["sent"]),
+        [
+            frame("protocolNegotiation", "negotiating", Some(1)),
+            frame("protocolNegotiation", "accepted", Some(1)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(
+        meta_frames(&report["received"]),
+        [
+            frame("protocolNegotiation", "accepted", Some(2)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    // The request went as bare JSON through the generated requester, and came back bare from
+    // Parley's handler.
+    let sent = report["sent"].as_array().expect("frames");
+    let request = sent.last().expect("the request");
+    assert_eq!(request["type"], "bare", "{report:#}");
+    assert_eq!(request["json"]["productId"], "P12345");
+    let answer = report["received"]
+        .as_array()
+        .expect("frames")
+        .last()
+        .cloned();
+    assert_eq!(answer.expect("the answer")["type"], "bare", "{report:#}");
+    let result = &report["result"];
+    assert_eq!(result["code"], 200, "{report:#}");
+    assert_eq!(
+        result["productInfo"]["productName"],
+        "High-performance Laptop"
+    );
+    assert_eq!(result["productInfo"]["currency"], "USD");
+
+    // AgentConnect asked its model five times: the proposal, then its code.
+    let asked = model.requests();
+    assert_eq!(asked.len(), 5, "{asked:#?}");
+    let system = asked[0].body["messages"][0]["content"].to_string();
+    assert!(system.contains("protocol design expert"), "{system}");
+
+    // Parley's side: one negotiation, agreed, with an active verified handler.
+    provider.stop().await;
+    let store = store_of(&settings).await;
+    let hash = ProtocolHash::of(&text);
+    assert_eq!(negotiations(&store, &hash).await, 1);
+    let recorded = store
+        .negotiations_for_protocol(&hash.to_string())
+        .await
+        .expect("negotiations");
+    assert_eq!(recorded[0].status, NegotiationStatus::Accepted);
+    let handler = store
+        .active_handler(&hash.to_string())
+        .await
+        .expect("query")
+        .expect("an active handler");
+    assert_eq!(handler.verification_passed, Some(true));
+}
