@@ -7,9 +7,17 @@
 //!   Parley accepts it, verifies its handler and swaps `codeGeneration`; AgentConnect then sends
 //!   a request through the requester class it generated (bare JSON) and Parley's verified
 //!   handler answers it.
+//! - Parley as requester, AgentConnect as provider: Parley proposes the product protocol,
+//!   AgentConnect's model consults its capability tool and counter-proposes, Parley accepts the
+//!   counter-proposal, AgentConnect echoes the acceptance, both sides generate code, and Parley's
+//!   request is answered by the provider class AgentConnect generated.
 
 use std::process::Stdio;
 use std::time::Duration;
+
+use parley::negotiation::anp::AnpOptions;
+use parley::negotiation::requester::{Outcome, ProtocolRef, Requested, Requester, Wire};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use parley_anp::ProtocolHash;
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
@@ -18,7 +26,7 @@ use parley_tests::{TestApp, repo_root, test_settings};
 use serde_json::{Value, json};
 
 use crate::requester::{negotiations, store_of};
-use crate::support::product_protocol;
+use crate::support::{new_requester, product_protocol, request};
 
 /// A file of the scripted model's answers to AgentConnect.
 fn model_answer(name: &str) -> String {
@@ -38,8 +46,13 @@ fn script_code_generation(model: &ScriptedOpenAi) {
     }
 }
 
-/// Runs `tests/agentconnect/SCRIPT` with `env` and returns its one-line JSON report.
-async fn run_agentconnect(script: &str, env: &[(&str, String)]) -> Value {
+/// `tests/agentconnect/SCRIPT` under the project's Python, with `env`, writing AgentConnect's
+/// generated code into `code`.
+fn agentconnect(
+    script: &str,
+    env: &[(&str, String)],
+    code: &std::path::Path,
+) -> tokio::process::Command {
     let root = repo_root();
     let python = root.join(".venv/bin/python");
     assert!(
@@ -47,19 +60,24 @@ async fn run_agentconnect(script: &str, env: &[(&str, String)]) -> Value {
         "{} is missing: run scripts/setup-python.sh first (it installs agent-connect)",
         python.display()
     );
-    let code = tempfile::tempdir().expect("tempdir");
     let mut command = tokio::process::Command::new(&python);
     command
         .arg(root.join("tests/agentconnect").join(script))
-        .current_dir(code.path())
-        .env("AC_CODE_DIR", code.path())
+        .current_dir(code)
+        .env("AC_CODE_DIR", code)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .kill_on_drop(true);
     for (key, value) in env {
         command.env(key, value);
     }
-    let run = command.output();
+    command
+}
+
+/// Runs `tests/agentconnect/SCRIPT` with `env` and returns its one-line JSON report.
+async fn run_agentconnect(script: &str, env: &[(&str, String)]) -> Value {
+    let code = tempfile::tempdir().expect("tempdir");
+    let run = agentconnect(script, env, code.path()).output();
     let output = tokio::time::timeout(Duration::from_secs(300), run)
         .await
         .expect("AgentConnect finished within 300 s")
@@ -179,4 +197,145 @@ async fn agentconnect_negotiates_with_a_parley_provider_and_its_request_is_answe
         .expect("query")
         .expect("an active handler");
     assert_eq!(handler.verification_passed, Some(true));
+}
+
+/// The product protocol as AgentConnect's (scripted) model counter-proposes it: the same
+/// messages, a sentence more in the requirements.
+fn counter_proposal() -> String {
+    let text = product_protocol();
+    let sentence = "The product name may be sent as a hint but the id decides.";
+    assert!(text.contains(sentence));
+    text.replacen(
+        sentence,
+        "The product name may be sent as a hint but the id decides; an unknown id is answered \
+         with status 404 and no productInfo.",
+        1,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_proposal() {
+    let model = ScriptedOpenAi::start().await;
+    // AgentConnect's provider asks its capability tool, then counter-proposes.
+    model.push(ScriptedReply::tool_call(
+        "get_capability_info",
+        json!({"requirement": "product lookup", "input_description": "productId",
+               "output_description": "product details"}),
+    ));
+    let counter = counter_proposal();
+    let verdict = json!({"status": "negotiating", "candidate_protocol": counter,
+                         "modification_summary": "Says what an unknown id gets."});
+    model.push(ScriptedReply::text(verdict.to_string()));
+    script_code_generation(&model);
+
+    let code = tempfile::tempdir().expect("tempdir");
+    let env = [("MODEL_BASE_URL", model.base_url())];
+    let mut child = agentconnect("provider.py", &env, code.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python could be started");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+        .await
+        .expect("AgentConnect listens within 120 s")
+        .expect("stdout")
+        .expect("a first line");
+    let listening: Value = serde_json::from_str(&first).expect("{\"listening\": PORT}");
+    let url = format!("ws://127.0.0.1:{}", listening["listening"]);
+
+    let local = tempfile::tempdir().expect("tempdir");
+    // AgentConnect's MetaProtocol answers no hello: the requester waits a second for one.
+    let options = AnpOptions {
+        hello_timeout: Duration::from_secs(1),
+        ..AnpOptions::default()
+    };
+    let requester = Requester {
+        wire: Wire::Anp(options),
+        ..new_requester(local.path()).await
+    };
+    let requested = requester
+        .request(
+            &url,
+            ProtocolRef::Text(product_protocol()),
+            request("ac-p1", "P12345"),
+            false,
+            |_| {},
+        )
+        .await
+        .expect("negotiated and answered");
+    drop(requester);
+    let Requested::Protocol {
+        hash,
+        negotiated,
+        called,
+    } = requested
+    else {
+        panic!("answered through the protocol: {requested:?}");
+    };
+    let negotiated = negotiated.expect("negotiated now");
+    assert_eq!(
+        negotiated.outcome,
+        Outcome::Agreed,
+        "{:#?}",
+        negotiated.transcript
+    );
+    assert_eq!(
+        hash,
+        ProtocolHash::of(&counter),
+        "the counter-proposal is what was agreed"
+    );
+    assert_eq!(called.answer["messageId"], "ac-p1");
+    assert_eq!(called.answer["status"]["code"], 200);
+    assert_eq!(called.answer["productInfo"]["currency"], "USD");
+
+    let rest = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut last = String::new();
+        while let Some(line) = lines.next_line().await.expect("stdout") {
+            last = line;
+        }
+        last
+    })
+    .await
+    .expect("AgentConnect reports when the connection closes");
+    let status = child.wait().await.expect("exit status");
+    assert!(status.success(), "provider.py failed: {status}");
+    let report: Value = serde_json::from_str(&rest).expect("a JSON report");
+    assert_eq!(report["negotiated"], true, "{report:#}");
+    assert_eq!(report["peer_generated"], true, "{report:#}");
+    // Parley: its hello (which AgentConnect ignores), its proposal from 0, its acceptance of the
+    // counter-proposal, its codeGeneration; AgentConnect: the counter-proposal as 2, the echo of
+    // the acceptance repeating 2, its codeGeneration.
+    let received = meta_frames(&report["received"]);
+    assert_eq!(
+        received[1..],
+        [
+            frame("protocolNegotiation", "negotiating", Some(0)),
+            frame("protocolNegotiation", "accepted", Some(3)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(report["received"][0]["json"]["type"], "sourceHello");
+    assert_eq!(
+        meta_frames(&report["sent"]),
+        [
+            frame("protocolNegotiation", "negotiating", Some(2)),
+            frame("protocolNegotiation", "accepted", Some(2)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    // The request went bare, as AgentConnect's own code sends it, and so did the answer.
+    let request_frame = report["received"]
+        .as_array()
+        .expect("frames")
+        .last()
+        .cloned();
+    assert_eq!(
+        request_frame.expect("the request")["type"],
+        "bare",
+        "{report:#}"
+    );
+    // The model was asked for the verdict twice (the tool round) and for the code four times.
+    assert_eq!(model.requests().len(), 6);
 }

@@ -9,6 +9,11 @@
 //! transport): a peer that does not answer one within the hello time limit is negotiated with
 //! directly ([`RequesterError::NoHello`]), and a `destinationHello` that arrives later is
 //! dropped.
+//!
+//! Application frames carry the seed's header byte, except to a peer that answered no hello:
+//! that is how AgentConnect behaves, whose generated code sends and reads application messages
+//! as bare JSON (a header byte would be read as part of the JSON), so such a peer gets bare JSON,
+//! as its own code sends it.
 
 use std::time::Duration;
 
@@ -20,7 +25,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::frame::{Frame, ProtocolType, encode, encode_json};
+use super::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 use crate::client::ClientError;
 use crate::negotiation::requester::{MetaChannel, RequesterError};
 
@@ -75,6 +80,8 @@ type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub struct AnpLink {
     socket: Box<Socket>,
     options: AnpOptions,
+    /// Application frames go as bare JSON (the peer answered no hello).
+    bare_application: bool,
 }
 
 impl AnpLink {
@@ -87,12 +94,14 @@ impl AnpLink {
         Ok(AnpLink {
             socket: Box::new(socket),
             options,
+            bare_application: false,
         })
     }
 
-    /// Sends `request` in an application frame (with its header) and returns the answer.
+    /// Sends `request` in an application frame (with its header, or bare JSON to a peer that
+    /// answered no hello) and returns the answer.
     pub async fn application(&mut self, request: &Value) -> Result<Value, RequesterError> {
-        self.send(encode_json(ProtocolType::Application, request))
+        self.send(encode_application(request, self.bare_application))
             .await?;
         let data = self.answer_of(ProtocolType::Application).await?;
         let answer: Value = serde_json::from_slice(&data)
@@ -271,11 +280,11 @@ impl MetaChannel for AnpLink {
             self.options.reply_timeout
         };
         let Some(first) = self.next_meta(within, hello).await? else {
-            return Err(if hello {
-                RequesterError::NoHello
-            } else {
-                RequesterError::Stalled
-            });
+            if hello {
+                self.bare_application = true;
+                return Err(RequesterError::NoHello);
+            }
+            return Err(RequesterError::Stalled);
         };
         let mut answer = vec![first];
         answer.extend(self.arrived()?);

@@ -78,6 +78,8 @@ impl Requester {
                     reason: reason.clone(),
                 },
                 Outcome::Agreed | Outcome::ZeroRtt => {
+                    // The provider may have agreed a counter-proposal: its answers follow that.
+                    let (hash, doc) = self.agreed_doc(n.hash, hash, doc).await?;
                     let answer = answer_over(&mut link, &doc, &request).await?;
                     let fresh = n.outcome == Outcome::Agreed;
                     // Negotiating what this requester had agreed with the peer already is a
@@ -111,6 +113,22 @@ impl Requester {
             reason,
             reply: Message::text(parley_nlip::DEFAULT_LANGUAGE, answer),
         })
+    }
+
+    /// The document of protocol `agreed`: `proposed`'s when it is that one, else the stored
+    /// text of the counter-proposal that was agreed instead.
+    async fn agreed_doc(
+        &self,
+        agreed: ProtocolHash,
+        proposed: ProtocolHash,
+        doc: ProtocolDoc,
+    ) -> Result<(ProtocolHash, ProtocolDoc), RequesterError> {
+        if agreed == proposed {
+            return Ok((agreed, doc));
+        }
+        let stored = self.store.get_protocol(&agreed.to_string()).await?;
+        let stored = stored.ok_or_else(|| RequesterError::UnknownLocally(agreed.to_string()))?;
+        Ok((agreed, ProtocolDoc::parse(stored.text)?))
     }
 
     /// The hello and, unless the provider serves `text` already, its negotiation, on `link`.
