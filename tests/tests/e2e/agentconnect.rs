@@ -7,6 +7,11 @@
 //!   Parley accepts it, verifies its handler and swaps `codeGeneration`; AgentConnect then sends
 //!   a request through the requester class it generated (bare JSON) and Parley's verified
 //!   handler answers it.
+//! - The same with a protocol Parley's provider cannot serve as written (a warranty its catalogue
+//!   does not have): Parley counter-proposes, AgentConnect's model accepts, and the request is
+//!   answered by the handler of the counter-proposal.
+//! - AgentConnect proposing to a provider with no product capability: Parley rejects, and
+//!   AgentConnect's echo of the rejection is taken quietly.
 //! - Parley as requester, AgentConnect as provider: Parley proposes the product protocol,
 //!   AgentConnect's model consults its capability tool and counter-proposes, Parley accepts the
 //!   counter-proposal, AgentConnect echoes the acceptance, both sides generate code, and Parley's
@@ -25,7 +30,7 @@ use parley_store::NegotiationStatus;
 use parley_tests::{TestApp, repo_root, test_settings};
 use serde_json::{Value, json};
 
-use crate::requester::{negotiations, store_of};
+use crate::requester::{negotiations, orders_only_settings, store_of};
 use crate::support::{new_requester, product_protocol, request};
 
 /// A file of the scripted model's answers to AgentConnect.
@@ -338,4 +343,141 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
     );
     // The model was asked for the verdict twice (the tool round) and for the code four times.
     assert_eq!(model.requests().len(), 6);
+}
+
+/// The product protocol asking for a warranty the example catalogue does not have.
+fn warranty_protocol() -> String {
+    let text = product_protocol();
+    let from = r#"  "required": ["messageId", "type", "status"]"#;
+    assert!(text.contains(from));
+    text.replacen(
+        from,
+        r#"  "required": ["messageId", "type", "status", "warrantyYears"]"#,
+        1,
+    )
+    .replacen(
+        r#"    "productInfo": {
+      "type": ["object", "null"],"#,
+        r#"    "warrantyYears": { "type": "integer", "description": "Years of warranty" },
+    "productInfo": {
+      "type": ["object", "null"],"#,
+        1,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentconnect_accepts_a_parley_counter_proposal_and_is_served_by_it() {
+    let model = ScriptedOpenAi::start().await;
+    let text = warranty_protocol();
+    assert_ne!(text, product_protocol());
+    model.push(ScriptedReply::text(text.clone()));
+    let verdict =
+        json!({"status": "accepted", "candidate_protocol": "", "modification_summary": ""});
+    model.push(ScriptedReply::text(verdict.to_string()));
+    script_code_generation(&model);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let provider = TestApp::spawn(&settings).await;
+
+    let report = run_agentconnect(
+        "requester.py",
+        &[
+            ("PARLEY_ANP_URL", provider.ws("/anp")),
+            ("MODEL_BASE_URL", model.base_url()),
+            ("AC_REQUEST", json!({"productId": "P12345"}).to_string()),
+        ],
+    )
+    .await;
+    assert_eq!(report["negotiated"], true, "{report:#}");
+    assert_eq!(
+        meta_frames(&report["received"]),
+        [
+            frame("protocolNegotiation", "negotiating", Some(2)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(
+        meta_frames(&report["sent"]),
+        [
+            frame("protocolNegotiation", "negotiating", Some(1)),
+            frame("protocolNegotiation", "accepted", Some(3)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    let counter = report["received"][0]["json"]["candidateProtocols"]
+        .as_str()
+        .expect("the counter-proposal's text")
+        .to_owned();
+    assert!(!counter.contains("warrantyYears"), "{counter}");
+    assert!(
+        report["received"][0]["json"]["modificationSummary"]
+            .as_str()
+            .is_some_and(|s| s.contains("warrantyYears"))
+    );
+    // AgentConnect's model saw Parley's counter-proposal when it judged it.
+    let judged = model.requests()[1].body["messages"][1]["content"].to_string();
+    assert!(judged.contains("counterparty_latest_protocol"), "{judged}");
+    assert_eq!(report["result"]["code"], 200, "{report:#}");
+    assert_eq!(report["result"]["productInfo"]["price"], 1299.99);
+    provider.stop().await;
+
+    let store = store_of(&settings).await;
+    let handler = store
+        .active_handler(&ProtocolHash::of(&counter).to_string())
+        .await
+        .expect("query");
+    assert!(
+        handler.is_some(),
+        "the counter-proposal's handler is active"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentconnect_is_refused_by_a_provider_without_the_capability() {
+    let model = ScriptedOpenAi::start().await;
+    model.push(ScriptedReply::text(product_protocol()));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = orders_only_settings(dir.path());
+    let provider = TestApp::spawn(&settings).await;
+
+    let report = run_agentconnect(
+        "requester.py",
+        &[
+            ("PARLEY_ANP_URL", provider.ws("/anp")),
+            ("MODEL_BASE_URL", model.base_url()),
+            ("AC_REQUEST", json!({"productId": "P12345"}).to_string()),
+        ],
+    )
+    .await;
+    assert_eq!(report["negotiated"], false, "{report:#}");
+    let received = report["received"].as_array().expect("frames");
+    assert_eq!(
+        meta_frames(&report["received"]),
+        [frame("protocolNegotiation", "rejected", Some(2))],
+        "{report:#}"
+    );
+    let why = received[0]["json"]["modificationSummary"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!why.is_empty(), "the rejection says why: {report:#}");
+    // AgentConnect echoes the rejection with its own id.
+    assert_eq!(
+        meta_frames(&report["sent"]),
+        [
+            frame("protocolNegotiation", "negotiating", Some(1)),
+            frame("protocolNegotiation", "rejected", Some(1)),
+        ],
+        "{report:#}"
+    );
+    provider.stop().await;
+    // Nothing was agreed.
+    let store = store_of(&settings).await;
+    let hash = ProtocolHash::of(&product_protocol());
+    let recorded = store
+        .negotiations_for_protocol(&hash.to_string())
+        .await
+        .expect("negotiations");
+    assert!(recorded.is_empty(), "nothing agreed: {recorded:?}");
 }

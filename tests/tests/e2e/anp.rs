@@ -221,6 +221,38 @@ async fn a_requester_shaped_like_agentconnect_negotiates_by_its_own_counting() {
 }
 
 #[tokio::test]
+async fn a_rejection_echoed_by_the_peer_needs_no_answer() {
+    // This test's own log (its server runs on its thread): what the provider records.
+    let logs = crate::agent::logs();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&crate::requester::orders_only_settings(dir.path())).await;
+    let mut peer = Peer::connect(&app).await;
+    peer.send(META, &proposal(1, &product_protocol())).await;
+    let rejected = peer.recv_meta().await;
+    assert_eq!(rejected["status"], "rejected", "{rejected}");
+    assert_eq!(rejected["sequenceId"], 2);
+    // AgentConnect's echo of the end, then something else: the next frame answers that.
+    let echo = json!({"action": "protocolNegotiation", "sequenceId": 1,
+                      "candidateProtocols": "", "status": "rejected"});
+    peer.send(META, &echo).await;
+    let mut nl = vec![NATURAL_LANGUAGE];
+    nl.extend_from_slice(b"status of order O-1001");
+    peer.send_raw(nl).await;
+    let bytes = peer.recv_raw().await;
+    assert_eq!(
+        bytes[0],
+        NATURAL_LANGUAGE,
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    app.stop().await;
+    // The echo went to the negotiation it ends: no second one was started (and rejected) by it.
+    let log = String::from_utf8(logs.lock().expect("log").clone()).expect("UTF-8");
+    assert_eq!(log.matches("negotiation started").count(), 1, "{log}");
+    assert_eq!(log.matches("negotiation ended").count(), 1, "{log}");
+}
+
+#[tokio::test]
 async fn a_hello_offers_in_the_seeds_fields_and_an_unknown_version_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let app = TestApp::spawn(&test_settings(dir.path())).await;

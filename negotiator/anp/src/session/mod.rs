@@ -51,7 +51,9 @@
 //!   Parley never sends one to a peer: it is not in the seed's list, and AgentConnect fails on it),
 //!   `codeGeneration` `error` is a failure ([`NegotiationError::CodeGeneration`]).
 //! - Every rule break ends the session: it returns [`Step::Rejected`] and stays closed; later
-//!   calls return [`Step::Rejected`] with [`NegotiationError::SessionClosed`].
+//!   calls return [`Step::Rejected`] with [`NegotiationError::SessionClosed`], except a peer's
+//!   own `rejected` or `timeout` `protocolNegotiation`, which echoes the end and is answered with
+//!   [`Step::Wait`].
 //! - No call panics, whatever the input or call order.
 
 mod machine;

@@ -28,6 +28,13 @@ impl Core {
 
     pub(super) fn receive(&mut self, msg: MetaMessage) -> Step {
         if self.closed() {
+            // The peer's own end of a negotiation that is over (AgentConnect answers `rejected`
+            // with `rejected`): nothing to answer.
+            if let MetaMessage::ProtocolNegotiation(m) = &msg
+                && matches!(m.status, MetaStatus::Rejected | MetaStatus::Timeout)
+            {
+                return Step::Wait;
+            }
             return Step::Rejected {
                 reason: NegotiationError::SessionClosed,
                 send: None,

@@ -204,6 +204,19 @@ fn one_echo_of_the_agreement_is_taken_and_nothing_else_after_it() {
 }
 
 #[test]
+fn a_rejection_echoed_after_the_end_is_taken_quietly() {
+    // AgentConnect answers our `rejected` with its own.
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(1, "A")));
+    let reason = "no capability serves it".to_owned();
+    expect_rejected(p.evaluated(&hash, Verdict::Reject { reason }), "declined");
+    assert_eq!(p.receive(pn(1, "", MetaStatus::Rejected)), Step::Wait);
+    assert_eq!(p.closed_code(), Some("declined"));
+    // Anything else after the end is still refused.
+    expect_rejected(p.receive(negotiating(3, "B")), "session_closed");
+}
+
+#[test]
 fn wrong_sequence_ids_are_rejected() {
     // A first id other than 0 or 1.
     let mut p = provider();

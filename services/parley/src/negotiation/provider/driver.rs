@@ -124,7 +124,8 @@ impl Provider {
         turn: &mut Turn,
     ) -> Result<(), ApiError> {
         let fresh = match &state.negotiation {
-            Some(n) => n.session.is_closed() && well_formed,
+            // A peer's `rejected` after the end echoes it: it goes to the negotiation it ends.
+            Some(n) => n.session.is_closed() && well_formed && !ends_negotiation(&value),
             None => true,
         };
         if fresh {
@@ -412,6 +413,15 @@ fn evaluated(hash: &parley_anp::ProtocolHash, verdict: &Verdict) -> String {
         }
         Verdict::Reject { reason } => format!("Protocol {hash} rejected: {reason}"),
     }
+}
+
+/// Whether `value` is a `protocolNegotiation` that ends a negotiation (`rejected`, `timeout`).
+fn ends_negotiation(value: &Value) -> bool {
+    value.get("action").and_then(Value::as_str) == Some("protocolNegotiation")
+        && matches!(
+            value.get("status").and_then(Value::as_str),
+            Some("rejected" | "timeout")
+        )
 }
 
 /// Rule breaks by the peer are answered as errors; other endings are normal replies.
