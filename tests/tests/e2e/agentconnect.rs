@@ -12,6 +12,8 @@
 //!   answered by the handler of the counter-proposal.
 //! - AgentConnect proposing to a provider with no product capability: Parley rejects, and
 //!   AgentConnect's echo of the rejection is taken quietly.
+//! - AgentConnect stopped in the middle (while it generates its code, before its
+//!   `codeGeneration`): Parley ends the negotiation it left open.
 //! - Parley as requester, AgentConnect as provider: Parley proposes the product protocol,
 //!   AgentConnect's model consults its capability tool and counter-proposes, Parley accepts the
 //!   counter-proposal, AgentConnect echoes the acceptance, both sides generate code, and Parley's
@@ -480,4 +482,68 @@ async fn agentconnect_is_refused_by_a_provider_without_the_capability() {
         .await
         .expect("negotiations");
     assert!(recorded.is_empty(), "nothing agreed: {recorded:?}");
+}
+
+/// Waits (within bounds) until this test's log has `line`: the server notices a closed
+/// connection on its own time.
+pub(crate) async fn logged(line: &str) -> String {
+    let logs = crate::agent::logs();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = String::from_utf8(logs.lock().expect("log").clone()).expect("UTF-8");
+        if log.contains(line) {
+            return log;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never logged {line:?}:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// On the test's own thread (a current-thread runtime), so that its log holds its server's lines.
+#[tokio::test]
+async fn agentconnect_stopped_mid_negotiation_leaves_nothing_open() {
+    crate::agent::logs();
+    let model = ScriptedOpenAi::start().await;
+    model.push(ScriptedReply::text(product_protocol()));
+    // AgentConnect's code generation does not come back before it is stopped.
+    model.set_fallback(ScriptedReply::text("{}").delayed(Duration::from_secs(600)));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = TestApp::spawn(&test_settings(dir.path())).await;
+
+    let code = tempfile::tempdir().expect("tempdir");
+    let env = [
+        ("PARLEY_ANP_URL", provider.ws("/anp")),
+        ("MODEL_BASE_URL", model.base_url()),
+        ("AC_REQUEST", json!({"productId": "P12345"}).to_string()),
+    ];
+    let mut child = agentconnect("requester.py", &env, code.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python could be started");
+    // Its second question to the model is for code: the protocol is agreed on both sides, and
+    // Parley waits for AgentConnect's codeGeneration.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while model.requests().len() < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "AgentConnect never reached its code generation"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().await.expect("stopped");
+
+    let log = logged("the peer left an open negotiation").await;
+    let ended = log
+        .lines()
+        .find(|l| l.contains("negotiation ended"))
+        .unwrap_or_default();
+    assert!(
+        ended.contains("outcome=\"timeout\"") || ended.contains("outcome=timeout"),
+        "{log}"
+    );
+    provider.stop().await;
 }
