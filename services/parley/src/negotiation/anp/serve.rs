@@ -50,11 +50,6 @@ impl Connection {
         }
     }
 
-    /// The protocol application frames on this connection are served by, if any.
-    pub fn protocol(&self) -> Option<ProtocolHash> {
-        self.protocol
-    }
-
     /// Answers one inbound frame with the frames to send, in order; none when the frame needs
     /// no answer (the peer's `codeGeneration`).
     pub async fn answer(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
