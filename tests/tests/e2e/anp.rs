@@ -119,6 +119,11 @@ async fn negotiate_product(peer: &mut Peer) -> ProtocolHash {
         &json!({"action": "codeGeneration", "status": "generated"}),
     )
     .await;
+    // That needs no answer; a request answered after it shows it was handled.
+    peer.send(APPLICATION, &request("ready", "P12345")).await;
+    let (header, answer) = peer.recv().await;
+    assert_eq!(header, APPLICATION, "{answer}");
+    assert_eq!(answer["status"]["code"], 200, "{answer}");
     ProtocolHash::of(&text)
 }
 
@@ -129,7 +134,6 @@ async fn a_negotiation_in_meta_frames_then_application_frames_in_both_forms() {
     let mut peer = Peer::connect(&app).await;
     negotiate_product(&mut peer).await;
 
-    // The peer's codeGeneration needs no answer: the next frame answers the request.
     peer.send(APPLICATION, &request("m1", "P12345")).await;
     let (header, answer) = peer.recv().await;
     assert_eq!(header, APPLICATION, "answered in kind: {answer}");
@@ -365,5 +369,15 @@ async fn a_peer_that_leaves_mid_negotiation_ends_it_and_the_server_goes_on() {
             .any(|l| l.contains("negotiation ended") && l.contains("timeout")),
         "{log}"
     );
+    // The other peer leaves too, after its negotiation was done: nothing of it ends. The server
+    // answers its close once it handled it.
+    other.0.close(None).await.expect("close");
+    while let Some(Ok(_)) = other.0.next().await {}
     app.stop().await;
+    let log = String::from_utf8(crate::agent::logs().lock().expect("log").clone()).expect("UTF-8");
+    assert_eq!(
+        log.matches("the peer left an open negotiation").count(),
+        1,
+        "{log}"
+    );
 }

@@ -352,8 +352,11 @@ impl Requester {
             }
             Wire::Anp(options) => {
                 let mut link = AnpLink::connect(&peer, options).await?;
-                self.negotiate_over(&mut link, &peer, text, capabilities, progress)
-                    .await
+                let negotiated = self
+                    .negotiate_over(&mut link, &peer, text, capabilities, progress)
+                    .await?;
+                link.close().await?;
+                Ok(negotiated)
             }
         }
     }

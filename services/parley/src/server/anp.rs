@@ -44,6 +44,7 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
     ticker.tick().await;
     let mut last_seen = tokio::time::Instant::now();
     let mut connection = Connection::new(state.agent.clone(), peer);
+    let mut closed_by_peer = false;
     tracing::debug!(%peer, "anp connection opened");
     loop {
         tokio::select! {
@@ -54,7 +55,10 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
                     // Seed 002 sends binary frames; a text frame's bytes are read the same way.
                     Ok(WsMessage::Binary(bytes)) => bytes,
                     Ok(WsMessage::Text(text)) => Bytes::from(text.as_str().to_owned()),
-                    Ok(WsMessage::Close(_)) => break,
+                    Ok(WsMessage::Close(_)) => {
+                        closed_by_peer = true;
+                        break;
+                    }
                     Ok(WsMessage::Ping(_) | WsMessage::Pong(_)) => continue,
                     Err(e) => {
                         tracing::debug!(%peer, error = %e, "anp connection error");
@@ -91,6 +95,11 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
         }
     }
     connection.close().await;
+    if closed_by_peer {
+        // Answered once every frame before it, and the connection's end, were handled: a peer
+        // that waits for this knows the provider is done with the connection.
+        let _ = socket.send(WsMessage::Close(None)).await;
+    }
     tracing::debug!(%peer, "anp connection closed");
 }
 

@@ -98,6 +98,20 @@ impl AnpLink {
         })
     }
 
+    /// Ends the connection once the provider has handled everything sent on it. The seed's
+    /// framing acknowledges nothing (a requester's last `codeGeneration` gets no answer), but a
+    /// provider reads frames in order, so the end of its side of the close comes after it
+    /// handled them: a later connection finds the protocol active.
+    pub async fn close(mut self) -> Result<(), RequesterError> {
+        WebSocketStream::close(&mut *self.socket, None)
+            .await
+            .map_err(ClientError::from)?;
+        let drained = async { while let Some(Ok(_)) = self.socket.next().await {} };
+        tokio::time::timeout(self.options.reply_timeout, drained)
+            .await
+            .map_err(|_| RequesterError::Stalled)
+    }
+
     /// Sends `request` in an application frame (with its header, or bare JSON to a peer that
     /// answered no hello) and returns the answer.
     pub async fn application(&mut self, request: &Value) -> Result<Value, RequesterError> {

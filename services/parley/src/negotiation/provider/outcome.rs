@@ -85,14 +85,12 @@ impl Provider {
     }
 
     /// The framing lost the peer of conversation `cid` (its connection closed): a negotiation
-    /// still open there can never go on, so it ends, recorded as timed out. Nothing is sent.
+    /// still open there (not ended, not yet ready) can never go on, so it ends, recorded as timed
+    /// out. Nothing is sent.
     pub async fn abandon(&self, cid: &str) -> Result<(), ApiError> {
         let state::Loaded { mut state, version } = state::load(&self.store, cid).await?;
-        let Some(negotiation) = state
-            .negotiation
-            .as_mut()
-            .filter(|n| !n.session.is_closed())
-        else {
+        let open = |n: &&mut Negotiation| !n.session.is_closed() && !n.session.is_ready();
+        let Some(negotiation) = state.negotiation.as_mut().filter(open) else {
             return Ok(());
         };
         let reason = match negotiation.session.timeout() {
