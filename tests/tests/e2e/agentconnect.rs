@@ -188,11 +188,15 @@ async fn agentconnect_negotiates_with_a_parley_provider_and_its_request_is_answe
     let system = asked[0].body["messages"][0]["content"].to_string();
     assert!(system.contains("protocol design expert"), "{system}");
 
-    // Parley's side: one negotiation, agreed, with an active verified handler.
     provider.stop().await;
-    let store = store_of(&settings).await;
-    let hash = ProtocolHash::of(&text);
-    assert_eq!(negotiations(&store, &hash).await, 1);
+    assert_agreed(&settings, &ProtocolHash::of(&text)).await;
+}
+
+/// Parley's side of an agreement on `hash`: one negotiation, agreed, with an active handler
+/// that passed its verification.
+async fn assert_agreed(settings: &parley::config::Settings, hash: &ProtocolHash) {
+    let store = store_of(settings).await;
+    assert_eq!(negotiations(&store, hash).await, 1);
     let recorded = store
         .negotiations_for_protocol(&hash.to_string())
         .await
@@ -220,6 +224,50 @@ fn counter_proposal() -> String {
     )
 }
 
+/// `tests/agentconnect/provider.py` running: AgentConnect's provider on a loopback port.
+struct AgentConnectProvider {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// Its WebSocket, as a URL without a path.
+    url: String,
+}
+
+impl AgentConnectProvider {
+    /// Starts it, its model at `model`, its generated code in `code`, and waits until it listens.
+    async fn start(model: &ScriptedOpenAi, code: &std::path::Path) -> AgentConnectProvider {
+        let env = [("MODEL_BASE_URL", model.base_url())];
+        let mut child = agentconnect("provider.py", &env, code)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python could be started");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let first = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("AgentConnect listens within 120 s")
+            .expect("stdout")
+            .expect("a first line");
+        let listening: Value = serde_json::from_str(&first).expect("{\"listening\": PORT}");
+        let url = format!("ws://127.0.0.1:{}", listening["listening"]);
+        AgentConnectProvider { child, lines, url }
+    }
+
+    /// Its report, printed when the requester closed the connection.
+    async fn report(mut self) -> Value {
+        let last = tokio::time::timeout(Duration::from_secs(120), async {
+            let mut last = String::new();
+            while let Some(line) = self.lines.next_line().await.expect("stdout") {
+                last = line;
+            }
+            last
+        })
+        .await
+        .expect("AgentConnect reports when the connection closes");
+        let status = self.child.wait().await.expect("exit status");
+        assert!(status.success(), "provider.py failed: {status}");
+        serde_json::from_str(&last).expect("a JSON report")
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_proposal() {
     let model = ScriptedOpenAi::start().await;
@@ -236,19 +284,7 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
     script_code_generation(&model);
 
     let code = tempfile::tempdir().expect("tempdir");
-    let env = [("MODEL_BASE_URL", model.base_url())];
-    let mut child = agentconnect("provider.py", &env, code.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python could be started");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
-        .await
-        .expect("AgentConnect listens within 120 s")
-        .expect("stdout")
-        .expect("a first line");
-    let listening: Value = serde_json::from_str(&first).expect("{\"listening\": PORT}");
-    let url = format!("ws://127.0.0.1:{}", listening["listening"]);
+    let agentconnect = AgentConnectProvider::start(&model, code.path()).await;
 
     let local = tempfile::tempdir().expect("tempdir");
     // AgentConnect's MetaProtocol answers no hello: the requester waits a second for one.
@@ -262,7 +298,7 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
     };
     let requested = requester
         .request(
-            &url,
+            &agentconnect.url,
             ProtocolRef::Text(product_protocol()),
             request("ac-p1", "P12345"),
             false,
@@ -295,18 +331,7 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
     assert_eq!(called.answer["status"]["code"], 200);
     assert_eq!(called.answer["productInfo"]["currency"], "USD");
 
-    let rest = tokio::time::timeout(Duration::from_secs(120), async {
-        let mut last = String::new();
-        while let Some(line) = lines.next_line().await.expect("stdout") {
-            last = line;
-        }
-        last
-    })
-    .await
-    .expect("AgentConnect reports when the connection closes");
-    let status = child.wait().await.expect("exit status");
-    assert!(status.success(), "provider.py failed: {status}");
-    let report: Value = serde_json::from_str(&rest).expect("a JSON report");
+    let report = agentconnect.report().await;
     assert_eq!(report["negotiated"], true, "{report:#}");
     assert_eq!(report["peer_generated"], true, "{report:#}");
     // Parley: its hello (which AgentConnect ignores), its proposal from 0, its acceptance of the
@@ -332,7 +357,7 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
         ],
         "{report:#}"
     );
-    // The request went bare, as AgentConnect's own code sends it, and so did the answer.
+    // The request went bare, as AgentConnect's own code sends it.
     let request_frame = report["received"]
         .as_array()
         .expect("frames")
@@ -425,15 +450,7 @@ async fn agentconnect_accepts_a_parley_counter_proposal_and_is_served_by_it() {
     assert_eq!(report["result"]["productInfo"]["price"], 1299.99);
     provider.stop().await;
 
-    let store = store_of(&settings).await;
-    let handler = store
-        .active_handler(&ProtocolHash::of(&counter).to_string())
-        .await
-        .expect("query");
-    assert!(
-        handler.is_some(),
-        "the counter-proposal's handler is active"
-    );
+    assert_agreed(&settings, &ProtocolHash::of(&counter)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -117,19 +117,6 @@ async fn negotiates_over_anp_then_calls_at_zero_rtt_on_new_connections() {
     let provider_store = store_of(&settings).await;
     assert_eq!(negotiations(&provider_store, &hash).await, 1);
     provider.stop().await;
-
-    // Another provider, on a database of its own, never heard of the protocol: the call's hello
-    // selects nothing, and the protocol is negotiated again on the same connection.
-    let other_dir = tempfile::tempdir().expect("tempdir");
-    let other = TestApp::spawn(&test_settings(other_dir.path())).await;
-    let called = requester
-        .call(&base(&other), &hash, request("a4", "P12345"))
-        .await
-        .expect("call");
-    let again = called.renegotiated.expect("negotiated again");
-    assert_eq!(again.outcome, Outcome::Agreed);
-    assert_eq!(called.answer["status"]["code"], 200);
-    other.stop().await;
 }
 
 #[tokio::test]
@@ -209,4 +196,32 @@ async fn a_rejected_protocol_falls_back_to_a_natural_language_frame() {
         "{refused:?}"
     );
     provider.stop().await;
+}
+
+#[tokio::test]
+async fn a_provider_that_never_heard_of_the_protocol_gets_it_negotiated_on_the_call() {
+    let local = tempfile::tempdir().expect("tempdir");
+    let requester = anp_requester(local.path()).await;
+    let text = product_protocol();
+    let hash = ProtocolHash::of(&text);
+    let first_dir = tempfile::tempdir().expect("tempdir");
+    let first = TestApp::spawn(&test_settings(first_dir.path())).await;
+    requester
+        .negotiate(&base(&first), &text, |_| {})
+        .await
+        .expect("negotiated");
+    first.stop().await;
+
+    // Another provider, on a database of its own: the call's hello selects nothing, and the
+    // protocol is negotiated again on the same connection.
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    let other = TestApp::spawn(&test_settings(other_dir.path())).await;
+    let called = requester
+        .call(&base(&other), &hash, request("a4", "P12345"))
+        .await
+        .expect("call");
+    let again = called.renegotiated.expect("negotiated again");
+    assert_eq!(again.outcome, Outcome::Agreed);
+    assert_eq!(called.answer["status"]["code"], 200);
+    other.stop().await;
 }
