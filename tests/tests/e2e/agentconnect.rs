@@ -332,42 +332,7 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
     assert_eq!(called.answer["productInfo"]["currency"], "USD");
 
     let report = agentconnect.report().await;
-    assert_eq!(report["negotiated"], true, "{report:#}");
-    assert_eq!(report["peer_generated"], true, "{report:#}");
-    // Parley: its hello (which AgentConnect ignores), its proposal from 0, its acceptance of the
-    // counter-proposal, its codeGeneration; AgentConnect: the counter-proposal as 2, the echo of
-    // the acceptance repeating 2, its codeGeneration.
-    let received = meta_frames(&report["received"]);
-    assert_eq!(
-        received[1..],
-        [
-            frame("protocolNegotiation", "negotiating", Some(0)),
-            frame("protocolNegotiation", "accepted", Some(3)),
-            frame("codeGeneration", "generated", None),
-        ],
-        "{report:#}"
-    );
-    assert_eq!(report["received"][0]["json"]["type"], "sourceHello");
-    assert_eq!(
-        meta_frames(&report["sent"]),
-        [
-            frame("protocolNegotiation", "negotiating", Some(2)),
-            frame("protocolNegotiation", "accepted", Some(2)),
-            frame("codeGeneration", "generated", None),
-        ],
-        "{report:#}"
-    );
-    // The request went bare, as AgentConnect's own code sends it.
-    let request_frame = report["received"]
-        .as_array()
-        .expect("frames")
-        .last()
-        .cloned();
-    assert_eq!(
-        request_frame.expect("the request")["type"],
-        "bare",
-        "{report:#}"
-    );
+    assert_counter_proposal_exchanged(&report);
     // The model was asked for the verdict twice (the tool round) and for the code four times.
     assert_eq!(model.requests().len(), 6);
 }
@@ -563,4 +528,44 @@ async fn agentconnect_stopped_mid_negotiation_leaves_nothing_open() {
         "{log}"
     );
     provider.stop().await;
+}
+
+/// AgentConnect's report of the counter-proposal scenario, frame by frame.
+fn assert_counter_proposal_exchanged(report: &Value) {
+    assert_eq!(report["negotiated"], true, "{report:#}");
+    assert_eq!(report["peer_generated"], true, "{report:#}");
+    // Parley: its hello (which AgentConnect ignores), its proposal from 0, its acceptance of the
+    // counter-proposal, its codeGeneration; AgentConnect: the counter-proposal as 2, the echo of
+    // the acceptance repeating 2, its codeGeneration.
+    let received = meta_frames(&report["received"]);
+    assert_eq!(
+        received[1..],
+        [
+            frame("protocolNegotiation", "negotiating", Some(0)),
+            frame("protocolNegotiation", "accepted", Some(3)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    assert_eq!(report["received"][0]["json"]["type"], "sourceHello");
+    assert_eq!(
+        meta_frames(&report["sent"]),
+        [
+            frame("protocolNegotiation", "negotiating", Some(2)),
+            frame("protocolNegotiation", "accepted", Some(2)),
+            frame("codeGeneration", "generated", None),
+        ],
+        "{report:#}"
+    );
+    // The request went bare, as AgentConnect's own code sends it.
+    let request_frame = report["received"]
+        .as_array()
+        .expect("frames")
+        .last()
+        .cloned();
+    assert_eq!(
+        request_frame.expect("the request")["type"],
+        "bare",
+        "{report:#}"
+    );
 }
