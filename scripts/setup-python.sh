@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the Python virtual environment at <repo>/.venv used by the interop
-# tests (tests/interop) and by the HTTP benchmark's reference-server baseline.
+# tests (tests/interop: the NLIP reference SDK; tests/agentconnect: AgentConnect, the ANP
+# reference implementation) and by the HTTP benchmark's reference-server baseline.
 #
 # Idempotent: an existing .venv whose stored requirements hash matches
 # tests/interop/requirements.txt (and the same Python) is reused as is; otherwise it is

@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::RequesterError;
 
 /// How the requester's negotiation reaches the provider: one framing of the meta-protocol
-/// (NLIP's is [`NlipLink`]).
+/// (NLIP's is [`NlipLink`](crate::negotiation::nlip::NlipLink), seed 002's
+/// [`AnpLink`](crate::negotiation::anp::AnpLink)).
 #[async_trait]
 pub trait MetaChannel: Send {
     /// Sends `messages` (with a human-readable `summary`, where the framing carries one) and
