@@ -6,6 +6,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value};
 
+use crate::error::error_chain;
 use crate::file::HttpSpec;
 use crate::load::{Ctx, Env, MAX_TIMEOUT_MS, Schemas, not_found_policy};
 use crate::{CapabilityError, LoadError, NotFoundPolicy};
@@ -303,18 +304,6 @@ impl HttpBinding {
             ))
         })
     }
-}
-
-/// reqwest's top-level message ("error sending request") hides the cause; include the chain.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Builds the binding from its file section: method, URL template (every placeholder a required

@@ -61,7 +61,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tracing::Instrument;
 
-pub use error::{CapabilityError, LoadError};
+pub use error::{CapabilityError, LoadError, error_chain};
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
