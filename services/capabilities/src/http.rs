@@ -174,16 +174,29 @@ impl HttpBinding {
     /// a scalar (the loader already required placeholders to be required input properties).
     pub(crate) fn url_for(&self, capability: &str, args: &Value) -> Result<Url, CapabilityError> {
         let mut text = String::new();
+        let mut in_path = true;
         for segment in &self.url {
             match segment {
-                Segment::Literal(l) => text.push_str(l),
+                Segment::Literal(l) => {
+                    in_path &= !l.contains(['?', '#']);
+                    text.push_str(l);
+                }
                 Segment::Field(f) => {
+                    let invalid = |message: String| CapabilityError::InvalidArguments {
+                        capability: capability.to_owned(),
+                        message,
+                    };
                     let value = args.get(f).and_then(scalar_text).ok_or_else(|| {
-                        CapabilityError::InvalidArguments {
-                            capability: capability.to_owned(),
-                            message: format!("`{f}` must be a string, number or boolean"),
-                        }
+                        invalid(format!("`{f}` must be a string, number or boolean"))
                     })?;
+                    // A URL parser resolves `.` and `..` segments (even percent-encoded ones)
+                    // and an empty value joins two segments: any of them would send the call
+                    // to another path than the template's.
+                    if in_path && matches!(value.as_str(), "" | "." | "..") {
+                        return Err(invalid(format!(
+                            "`{f}` must not be {value:?}: it would change the URL's path"
+                        )));
+                    }
                     text.push_str(&percent_encode(&value));
                 }
                 // Unreachable after load-time resolution; treated as a literal-free gap.
