@@ -756,3 +756,35 @@ mod envelope {
         );
     }
 }
+
+#[test]
+fn a_document_with_example_messages_instead_of_schemas_is_accepted() {
+    // AgentConnect's style: placeholders instead of JSON Schemas (negotiator/tests/documents).
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/documents");
+    let text = std::fs::read_to_string(corpus.join("agentconnect-catalogue.md")).expect("corpus");
+    let Evaluation::Accept { mapping } = evaluate(&text) else {
+        panic!("the catalogue document is served by getProductInfo");
+    };
+    assert_eq!(mapping.capability, "getProductInfo");
+    let source = |field: &str| {
+        mapping
+            .response
+            .iter()
+            .find(|r| r.field == field)
+            .map(|r| r.source.clone())
+            .unwrap_or_else(|| panic!("{field} is mapped"))
+    };
+    // The example's literal message type is the response's constant, not an echo of the request's.
+    assert_eq!(
+        source("messageType"),
+        Source::Constant {
+            value: json!("ProductQueryResponse")
+        }
+    );
+    assert_eq!(
+        source("messageId"),
+        Source::Echo {
+            field: "messageId".into()
+        }
+    );
+}
