@@ -341,7 +341,10 @@ fn connect_agents(settings: &Settings, capabilities: &Capabilities, store: &Arc<
         max_rounds: settings.negotiation.max_rounds,
         ..Requester::new(store.clone())
     };
-    capabilities.connect_agents(Arc::new(BindingRequester::new(requester)));
+    if !capabilities.connect_agents(Arc::new(BindingRequester::new(requester))) {
+        // One set of capabilities given to two servers: the first one's requester serves both.
+        tracing::warn!("the agent bindings already have a requester; this server's is not used");
+    }
     for (capability, peer) in bound {
         tracing::info!(
             capability = capability.name(),
