@@ -73,7 +73,7 @@ use tracing::Instrument;
 pub use agent::{
     AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
 };
-pub use error::{CapabilityError, LoadError};
+pub use error::{CapabilityError, LoadError, error_chain};
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
