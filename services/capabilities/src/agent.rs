@@ -244,40 +244,7 @@ pub(crate) fn load(
     if protocol.trim().is_empty() {
         return Err(ctx.err("binding.protocol", format!("{} is empty", path.display())));
     }
-    let mut template = match spec.request {
-        None => Value::Object(Map::new()),
-        Some(object @ Value::Object(_)) => object,
-        Some(other) => {
-            return Err(ctx.err(
-                "binding.request",
-                format!("must be a table (a JSON object), not {other}"),
-            ));
-        }
-    };
-    // The object the input goes into is part of every request: made here, once.
-    match slot(&mut template, &spec.input) {
-        Some(Value::Object(_)) => {}
-        Some(place @ Value::Null) => *place = Value::Object(Map::new()),
-        _ => {
-            return Err(pointer_error(
-                ctx,
-                "binding.input",
-                &spec.input,
-                "an object",
-            ));
-        }
-    }
-    let mut probe = template.clone();
-    for (field, pointer) in [
-        ("binding.message_id", &spec.message_id),
-        ("binding.timestamp", &spec.timestamp),
-    ] {
-        if let Some(pointer) = pointer
-            && (pointer.is_empty() || slot(&mut probe, pointer).is_none())
-        {
-            return Err(pointer_error(ctx, field, pointer, "a field"));
-        }
-    }
+    let template = template(ctx, &spec)?;
     if !spec.result_pointer.is_empty() && !spec.result_pointer.starts_with('/') {
         return Err(pointer_error(
             ctx,
@@ -304,6 +271,45 @@ pub(crate) fn load(
         fallback: spec.fallback,
         timeout: Duration::from_millis(spec.timeout_ms),
     })
+}
+
+/// The request every call starts from: the `request` table with the object the input goes into
+/// (made here, once), checked to have a place for the message id and the time.
+fn template(ctx: &Ctx<'_>, spec: &AgentBindingSpec) -> Result<Value, LoadError> {
+    let mut template = match &spec.request {
+        None => Value::Object(Map::new()),
+        Some(object @ Value::Object(_)) => object.clone(),
+        Some(other) => {
+            return Err(ctx.err(
+                "binding.request",
+                format!("must be a table (a JSON object), not {other}"),
+            ));
+        }
+    };
+    match slot(&mut template, &spec.input) {
+        Some(Value::Object(_)) => {}
+        Some(place @ Value::Null) => *place = Value::Object(Map::new()),
+        _ => {
+            return Err(pointer_error(
+                ctx,
+                "binding.input",
+                &spec.input,
+                "an object",
+            ));
+        }
+    }
+    let mut probe = template.clone();
+    for (field, pointer) in [
+        ("binding.message_id", &spec.message_id),
+        ("binding.timestamp", &spec.timestamp),
+    ] {
+        if let Some(pointer) = pointer
+            && (pointer.is_empty() || slot(&mut probe, pointer).is_none())
+        {
+            return Err(pointer_error(ctx, field, pointer, "a field"));
+        }
+    }
+    Ok(template)
 }
 
 fn pointer_error(ctx: &Ctx<'_>, field: &str, pointer: &str, what: &str) -> LoadError {

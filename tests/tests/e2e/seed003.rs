@@ -6,7 +6,7 @@
 //! Parley agent's upload end-point.
 
 use parley::config::Settings;
-use parley::negotiation::requester::Outcome;
+use parley::negotiation::requester::{Outcome, Requester};
 use parley_anp::ProtocolHash;
 use parley_tests::{TestApp, capabilities_with, repo_root, test_settings};
 use serde_json::{Value, json};
@@ -133,6 +133,22 @@ fn record_id(station: &str, note: &str) -> String {
     hex::encode(Sha256::digest(body))
 }
 
+/// Sends an INFORM with `id` and `body` through protocol `hash`; returns the answer, checked to
+/// be a `kind` message linked to the INFORM.
+async fn inform(
+    requester: &Requester,
+    url: &str,
+    hash: &ProtocolHash,
+    id: &str,
+    body: Value,
+    kind: &str,
+) -> Value {
+    let sent = message("INFORM", id, "conv-12", body);
+    let called = requester.call(url, hash, sent.clone()).await.expect("call");
+    assert_linked(&sent, &called.answer, kind);
+    called.answer
+}
+
 /// What the log holds under `id`: its HTTP status and JSON body.
 async fn logged(log: &TestApp, id: &str) -> (u16, Value) {
     let response = reqwest::get(format!("http://{}/uploads/{id}", log.upload_addr))
@@ -179,19 +195,10 @@ async fn negotiates_and_informs_with_the_seed003_note_protocol() {
     }
 
     // An INFORM is recorded and ACKNOWLEDGEd, linked to it, with the record's id.
+    let url = provider.url();
     let note = "Mast inspected after the storm; no damage.";
-    let inform = message(
-        "INFORM",
-        "inf-7",
-        "conv-12",
-        json!({"stationId": "WS-102", "note": note}),
-    );
-    let acknowledged = requester
-        .call(&provider.url(), &hash, inform.clone())
-        .await
-        .expect("call");
-    let answer = &acknowledged.answer;
-    assert_linked(&inform, answer, "ACKNOWLEDGE");
+    let body = json!({"stationId": "WS-102", "note": note});
+    let answer = inform(&requester, &url, &hash, "inf-7", body, "ACKNOWLEDGE").await;
     assert_eq!(answer["body"]["status"]["code"], 200, "{answer}");
     let id = answer["body"]["record"]["id"]
         .as_str()
@@ -201,35 +208,17 @@ async fn negotiates_and_informs_with_the_seed003_note_protocol() {
     assert_eq!(status, 200);
     assert_eq!(stored, json!({"stationId": "WS-102", "note": note}));
 
-    // A station id the capability refuses: an ERROR with status 400, nothing recorded.
-    let inform = message(
-        "INFORM",
-        "inf-8",
-        "conv-12",
-        json!({"stationId": "station 2", "note": note}),
-    );
-    let refused = requester
-        .call(&provider.url(), &hash, inform.clone())
-        .await
-        .expect("call");
-    assert_linked(&inform, &refused.answer, "ERROR");
-    assert_eq!(refused.answer["body"]["status"]["code"], 400);
-    assert_eq!(refused.answer["body"]["record"], Value::Null);
+    // A station id the capability refuses: an ERROR with status 400.
+    let body = json!({"stationId": "station 2", "note": note});
+    let refused = inform(&requester, &url, &hash, "inf-8", body, "ERROR").await;
+    assert_eq!(refused["body"]["status"]["code"], 400);
+    assert_eq!(refused["body"]["record"], Value::Null);
 
     // The log is down: an ERROR with status 500.
     log.stop().await;
-    let inform = message(
-        "INFORM",
-        "inf-9",
-        "conv-12",
-        json!({"stationId": "WS-101", "note": "Battery replaced."}),
-    );
-    let failed = requester
-        .call(&provider.url(), &hash, inform.clone())
-        .await
-        .expect("call");
-    assert_linked(&inform, &failed.answer, "ERROR");
-    assert_eq!(failed.answer["body"]["status"]["code"], 500);
-    assert_eq!(failed.answer["body"]["record"], Value::Null);
+    let body = json!({"stationId": "WS-101", "note": "Battery replaced."});
+    let failed = inform(&requester, &url, &hash, "inf-9", body, "ERROR").await;
+    assert_eq!(failed["body"]["status"]["code"], 500);
+    assert_eq!(failed["body"]["record"], Value::Null);
     provider.stop().await;
 }
