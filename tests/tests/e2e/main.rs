@@ -1,7 +1,8 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
 //! (`websocket`), the meta-protocol between two agents (`negotiation`), the requester's choice
-//! of protocol or natural language (`requester`), seed 003's station protocol (`seed003`), a
+//! of protocol or natural language (`requester`), an agent whose capabilities another agent
+//! performs (`agent_binding`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
 //! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
 //! (`agent`); what model calls cost (`tokens`); with what they share in `support`.
@@ -13,6 +14,7 @@
 //! (`agent`).
 
 mod agent;
+mod agent_binding;
 mod http;
 mod interop_python;
 mod negotiation;

@@ -91,7 +91,7 @@ impl LocalStore {
 #[command(group(clap::ArgGroup::new("source").required(true).args(["protocol", "requirement"])))]
 pub struct NegotiateArgs {
     /// The provider's NLIP end-point (http(s)://…/nlip or ws(s)://…/nlip/ws; without a path,
-    /// the peer's /nlip or /nlip/ws).
+    /// the peer's /nlip or /nlip/ws; without a scheme, http://).
     pub url: String,
     /// A protocol document (markdown with request/response JSON Schemas and test cases).
     #[arg(long)]
@@ -114,7 +114,8 @@ pub struct NegotiateArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
-    /// The provider's NLIP end-point (without a path: its /nlip, or /nlip/ws over ws(s)://).
+    /// The provider's NLIP end-point (without a path: its /nlip, or /nlip/ws over ws(s)://;
+    /// without a scheme, http://).
     pub url: String,
     /// A protocol document, negotiated first unless this requester agreed it with the peer
     /// already; or the hash of a protocol in the local store (hex or sha256:hex; a unique
@@ -164,7 +165,7 @@ pub enum ConversationsCommand {
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text
-    /// (JSON); without a path, the peer's /nlip or /nlip/ws
+    /// (JSON); without a path, the peer's /nlip or /nlip/ws; without a scheme, http://
     pub url: String,
     /// The text to send.
     pub text: String,

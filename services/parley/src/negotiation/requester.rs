@@ -6,16 +6,19 @@
 //!
 //! [`Requester::request`] (module `request`) is the whole decision a requester takes for one
 //! request: the agreed protocol when there is one, a negotiation first when there is not, and
-//! natural language when no protocol can be agreed.
+//! natural language when no protocol can be agreed. The CLI's `call` makes it for a person; the
+//! server makes it for a capability bound to another agent ([`BindingRequester`]).
 //!
 //! A provider's `fixErrorNegotiation` (its answers are right, our test expectation wrong) is
 //! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
 //! not know may be corrected, statuses, structure and its own values may not. A configured
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
 
+mod binding;
 mod counter;
 mod request;
 
+pub use binding::BindingRequester;
 pub use counter::judge_counter;
 pub use request::{FallbackReason, ProtocolRef, Requested, ask_in_natural_language};
 

@@ -272,7 +272,7 @@ async fn ask(url: &str, text: String) -> Result<Message, RequesterError> {
 }
 
 /// A reply's text, or its JSON when it has none.
-fn reply_text(reply: &Message) -> String {
+pub(super) fn reply_text(reply: &Message) -> String {
     reply
         .text_content()
         .map(str::to_owned)
