@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use crate::agent;
 use crate::dataset;
 use crate::file::{BindingSpec, CapabilitySpec, FileSpec, NotFoundSpec};
 use crate::http;
@@ -104,6 +105,7 @@ pub(crate) fn parse(
         },
         capabilities,
         http,
+        agents: Default::default(),
     })
 }
 
@@ -159,6 +161,7 @@ fn build_capability(
         BindingSpec::Dataset(spec) => {
             Binding::Dataset(dataset::load(ctx, spec, &schemas, base_dir)?)
         }
+        BindingSpec::Agent(spec) => Binding::Agent(agent::load(ctx, spec, base_dir, env)?),
     };
     Ok(Capability {
         name: cap.name,

@@ -164,23 +164,8 @@ impl ApiError {
     }
 }
 
-/// An error and its causes, outermost first, joined with `: `. A cause whose text its parent
-/// already shows (an error that prints its source in its own message) is not repeated.
-pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut parent = text.clone();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !parent.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        parent = cause_text;
-        source = cause.source();
-    }
-    text
-}
+/// An error and its causes, outermost first, joined with `: `, each cause once.
+pub use parley_capabilities::error_chain as chain;
 
 impl From<DecodeError> for ApiError {
     fn from(e: DecodeError) -> Self {

@@ -1,7 +1,9 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
-//! (`websocket`), the seed-002 framing (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents (`negotiation`), the requester's choice
-//! of protocol or natural language (`requester`), seed 003's station protocol (`seed003`), a
+//! (`websocket`), the seed-002 framing (`anp`, and Parley as its requester in `anp_requester`),
+//! the meta-protocol between two agents (`negotiation`), the requester's choice of protocol or
+//! natural language (`requester`), an agent whose capabilities another agent performs
+//! (`agent_binding`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
 //! Python reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
 //! (`agentconnect`); the agent as a user and an operator meet it
@@ -14,6 +16,7 @@
 //! (`agent`).
 
 mod agent;
+mod agent_binding;
 mod agentconnect;
 mod anp;
 mod anp_requester;

@@ -1,6 +1,7 @@
 //! The requester's decision, through real Parley agents: a protocol when one is agreed or can
 //! be, natural language when none can (a provider that rejects, a peer without the
-//! meta-protocol), 0-RTT on the second request, base URLs for HTTP and WebSocket, short hashes;
+//! meta-protocol), 0-RTT on the second request, base URLs for HTTP and WebSocket and without a
+//! scheme, short hashes;
 //! and `fixErrorNegotiation` accepted for a guessed product name and price, declined for a
 //! changed status code, and a model reviewer that can narrow the guard rails but never widen
 //! them.
@@ -157,6 +158,37 @@ async fn negotiates_then_calls_then_calls_at_zero_rtt_over_base_urls() {
         1,
         "no new negotiation"
     );
+
+    // Host and port only, as people type them: an http:// URL, the same peer, so the protocol
+    // given as text is called at once through the agreement.
+    let third = requester
+        .request(
+            &provider.addr.to_string(),
+            ProtocolRef::Text(text.clone()),
+            request("r3", "P12345"),
+            true,
+            |p| panic!("the agreement is known, yet {p:?}"),
+        )
+        .await
+        .expect("request");
+    let Requested::Protocol {
+        negotiated: None,
+        called,
+        ..
+    } = &third
+    else {
+        panic!("through the agreement: {third:?}");
+    };
+    assert_eq!(called.answer["status"]["code"], 200);
+    let mut client =
+        parley::client::NlipClient::connect(&format!("localhost:{}", provider.addr.port()), false)
+            .await
+            .expect("a scheme-less URL is http://");
+    let reply = client
+        .send(&parley_nlip::Message::text("english", "help"))
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status, 200);
     provider.stop().await;
 }
 

@@ -2,6 +2,7 @@
 //! documents, the session state machines and verification, with the fixtures they share in
 //! `support`.
 
+mod documents;
 mod messages;
 mod protocol_doc;
 mod session;

@@ -117,7 +117,7 @@ pub struct WireArgs {
 pub struct NegotiateArgs {
     /// The provider's end-point: with --wire nlip, http(s)://…/nlip or ws(s)://…/nlip/ws
     /// (without a path, the peer's /nlip or /nlip/ws); with --wire anp, ws(s)://…/anp
-    /// (without a path, the peer's /anp).
+    /// (without a path, the peer's /anp). Without a scheme, http://.
     pub url: String,
     /// A protocol document (markdown with request/response JSON Schemas and test cases).
     #[arg(long)]
@@ -143,7 +143,7 @@ pub struct NegotiateArgs {
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
     /// The provider's end-point (without a path: its /nlip, /nlip/ws over ws(s)://, or /anp
-    /// with --wire anp).
+    /// with --wire anp; without a scheme, http://).
     pub url: String,
     /// A protocol document, negotiated first unless this requester agreed it with the peer
     /// already; or the hash of a protocol in the local store (hex or sha256:hex; a unique
@@ -195,7 +195,7 @@ pub enum ConversationsCommand {
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text
-    /// (JSON); without a path, the peer's /nlip or /nlip/ws
+    /// (JSON); without a path, the peer's /nlip or /nlip/ws; without a scheme, http://
     pub url: String,
     /// The text to send.
     pub text: String,

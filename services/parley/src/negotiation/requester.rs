@@ -6,7 +6,8 @@
 //!
 //! [`Requester::request`] (module `request`) is the whole decision a requester takes for one
 //! request: the agreed protocol when there is one, a negotiation first when there is not, and
-//! natural language when no protocol can be agreed.
+//! natural language when no protocol can be agreed. The CLI's `call` makes it for a person; the
+//! server makes it for a capability bound to another agent ([`BindingRequester`]).
 //!
 //! A provider's `fixErrorNegotiation` (its answers are right, our test expectation wrong) is
 //! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
@@ -14,10 +15,12 @@
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
 
 mod anp;
+mod binding;
 mod channel;
 mod counter;
 mod request;
 
+pub use binding::BindingRequester;
 pub use channel::MetaChannel;
 use channel::Recorded;
 pub use counter::judge_counter;

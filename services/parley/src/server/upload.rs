@@ -65,9 +65,41 @@ async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Re
         Ok(Some(upload)) => {
             let ct = HeaderValue::from_str(&upload.meta.content_type)
                 .unwrap_or(HeaderValue::from_static("application/octet-stream"));
-            (StatusCode::OK, [(header::CONTENT_TYPE, ct)], upload.bytes).into_response()
+            // Peers choose what they upload: serve it as a download that no browser renders or
+            // sniffs, so uploaded HTML or script never runs as a page of this origin.
+            let headers = [
+                (header::CONTENT_TYPE, ct),
+                (
+                    header::CONTENT_DISPOSITION,
+                    attachment(upload.meta.filename.as_deref()),
+                ),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                ),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static("sandbox"),
+                ),
+            ];
+            (StatusCode::OK, headers, upload.bytes).into_response()
         }
         Ok(None) => error_response(Encoding::Json, ApiError::UploadNotFound(id)).into_response(),
         Err(e) => error_response(Encoding::Json, e).into_response(),
+    }
+}
+
+/// `attachment`, with the uploader's file name when it is plain enough to quote as it is.
+fn attachment(filename: Option<&str>) -> HeaderValue {
+    let plain = |name: &str| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ' '))
+    };
+    match filename.filter(|name| plain(name)) {
+        Some(name) => HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+            .unwrap_or(HeaderValue::from_static("attachment")),
+        None => HeaderValue::from_static("attachment"),
     }
 }

@@ -113,12 +113,7 @@ pub(super) async fn append_message(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::not_found(format!("conversation {conversation_id}")))?;
-    let entry = LogEntry {
-        seq,
-        direction,
-        message,
-        at: now,
-    };
+    let entry = LogEntry::new(seq, direction, message, now);
     let logged = append_entry(
         &mut tx,
         concat!(

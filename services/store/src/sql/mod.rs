@@ -70,6 +70,17 @@ struct LogEntry<'a> {
     at: DateTime<Utc>,
 }
 
+impl<'a> LogEntry<'a> {
+    fn new(seq: i64, direction: Direction, message: &'a Value, at: DateTime<Utc>) -> Self {
+        LogEntry {
+            seq,
+            direction,
+            message,
+            at,
+        }
+    }
+}
+
 /// Inserts `entry` into a log with `insert` (binding the owner's key, the sequence number, the
 /// direction, the message and the time, in that order, and returning the message columns).
 async fn append_entry<K>(

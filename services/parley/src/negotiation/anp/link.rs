@@ -48,13 +48,19 @@ impl Default for AnpOptions {
 }
 
 /// The seed-002 end-point `url` names: `ws(s)://` as given, `http(s)://` as the matching
-/// WebSocket scheme; without a path, the peer's `/anp`.
+/// WebSocket scheme, a host without a scheme (`localhost:8080`) as `ws://`; without a path, the
+/// peer's `/anp`.
 pub fn endpoint(url: &str) -> Result<url::Url, ClientError> {
     let invalid = |reason: String| ClientError::Url {
         url: url.to_owned(),
         reason,
     };
-    let mut parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
+    let parsed = if crate::client::names_a_host(url) {
+        url::Url::parse(&format!("ws://{url}"))
+    } else {
+        url::Url::parse(url)
+    };
+    let mut parsed = parsed.map_err(|e| invalid(e.to_string()))?;
     let scheme = match parsed.scheme() {
         "ws" | "http" => "ws",
         "wss" | "https" => "wss",
@@ -333,6 +339,7 @@ mod tests {
         assert_eq!(e("http://127.0.0.1:8080"), "ws://127.0.0.1:8080/anp");
         assert_eq!(e("https://agent.example/"), "wss://agent.example/anp");
         assert_eq!(e("ws://127.0.0.1:9/ws"), "ws://127.0.0.1:9/ws");
+        assert_eq!(e("localhost:8080"), "ws://localhost:8080/anp");
         assert!(endpoint("ftp://x").is_err());
     }
 

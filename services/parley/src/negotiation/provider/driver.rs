@@ -315,6 +315,13 @@ impl Provider {
         if let parley_reasoner::Evaluation::Accept { mapping } = evaluation {
             turn.mapping = Some(mapping);
         }
+        if !doc.inferred().is_empty() {
+            // The document left these open; the peer sees how they were read.
+            turn.summary.push(format!(
+                "Read from the document's examples: {}.",
+                doc.inferred().join("; ")
+            ));
+        }
         Ok(verdict)
     }
 
