@@ -7,7 +7,7 @@ scripted server in the tests): it proposes a protocol, negotiates it, generates 
 AC_REQUEST through it. Prints one JSON line: what happened and every frame both ways.
 
 The generated requester imports `RequesterBase` from `agent_connect.app_protocols`, a module
-0.3.7 no longer ships; a minimal base class with the interface AgentConnect's code-generation
+0.3.7 does not ship; a minimal base class with the interface AgentConnect's code-generation
 prompt describes is installed under that name first.
 """
 

@@ -315,7 +315,7 @@ async fn parley_negotiates_with_an_agentconnect_provider_through_a_counter_propo
     else {
         panic!("answered through the protocol: {requested:?}");
     };
-    let negotiated = negotiated.expect("negotiated now");
+    let negotiated = negotiated.expect("negotiated by this request");
     assert_eq!(
         negotiated.outcome,
         Outcome::Agreed,
