@@ -85,6 +85,8 @@ async def main():
             llm=llm,
             protocol_code_path=os.environ["AC_CODE_DIR"],
         )
+        # Its waits (60 s each) stretched: a loaded test machine may take longer to answer.
+        meta.negotiation_timeout_seconds = meta.code_generation_timeout_seconds = 300
         provider = None
         pending = []
 
@@ -120,7 +122,7 @@ async def main():
     async with websockets.serve(session, "127.0.0.1", 0) as server:
         port = server.sockets[0].getsockname()[1]
         print(json.dumps({"listening": port}), flush=True)
-        await asyncio.wait_for(finished.wait(), 240)
+        await asyncio.wait_for(finished.wait(), 600)
     print(json.dumps(report), flush=True)
 
 

@@ -92,6 +92,8 @@ async def main():
             await ws.send(data)
 
         meta = MetaProtocol(send_callback=send, llm=llm, protocol_code_path=os.environ["AC_CODE_DIR"])
+        # Its waits (60 s each) stretched: a loaded test machine may take longer to answer.
+        meta.negotiation_timeout_seconds = meta.code_generation_timeout_seconds = 300
         requester = None
         pending = []
 

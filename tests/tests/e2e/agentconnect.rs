@@ -85,9 +85,9 @@ fn agentconnect(
 async fn run_agentconnect(script: &str, env: &[(&str, String)]) -> Value {
     let code = tempfile::tempdir().expect("tempdir");
     let run = agentconnect(script, env, code.path()).output();
-    let output = tokio::time::timeout(Duration::from_secs(300), run)
+    let output = tokio::time::timeout(Duration::from_secs(600), run)
         .await
-        .expect("AgentConnect finished within 300 s")
+        .expect("AgentConnect finished within 600 s")
         .expect("python could be started");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
