@@ -55,7 +55,7 @@ fi
 log "installing pinned requirements into .venv (python $py_version)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --requirement "$REQ"
 # Fail now, not in the tests, if something is missing.
-"$VENV/bin/python" -c 'import nlip_sdk.nlip, nlip_server.echo, uvicorn, pytest, httpx, openai, websockets, agent_connect.meta_protocol'
+"$VENV/bin/python" -c 'import nlip_sdk.nlip, nlip_server.echo, uvicorn, pytest, httpx, openai, websockets, agent_connect.meta_protocol, mcp.server.mcpserver'
 
 echo "$want" >"$STAMP"
 log "done: $VENV"

@@ -90,6 +90,11 @@ impl Agent {
         &self.provider
     }
 
+    /// The capabilities this agent offers (their MCP servers are stopped at shutdown).
+    pub fn capabilities(&self) -> &Arc<Capabilities> {
+        &self.capabilities
+    }
+
     pub fn backends(&self) -> Backends {
         Backends {
             store: self.store.backend_name(),
@@ -309,7 +314,7 @@ impl Agent {
         let info = json!({
             "agent": self.agent_id,
             "name": self.capabilities.agent().name,
-            "capabilities": self.capabilities.names().collect::<Vec<_>>(),
+            "capabilities": self.capabilities.names(),
             "reasoner": self.reasoner.backend(),
             "upload": format!("{}/upload", self.upload_base),
         });

@@ -45,6 +45,12 @@ pub enum StartupError {
         #[source]
         source: parley_anp::ProtocolError,
     },
+    #[error("the MCP servers of {} did not all start", path.display())]
+    McpServers {
+        path: PathBuf,
+        #[source]
+        source: parley_capabilities::StartError,
+    },
     #[error("reasoner could not be set up")]
     Reasoner(#[source] ReasonerError),
     #[error("protocol reasoner could not be set up")]
@@ -78,8 +84,10 @@ pub enum StartupError {
     Serve(#[source] std::io::Error),
 }
 
-/// Loads the capabilities file, or an empty set when none is configured.
-pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
+/// Loads the capabilities file (an empty set when none is configured) and starts the MCP
+/// servers it declares: a required server that does not start is an error naming it, with
+/// what it wrote to stderr.
+pub async fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
     let caps = match path {
         Some(path) => Capabilities::load(path, |k| std::env::var(k).ok()).map_err(|source| {
             StartupError::Capabilities {
@@ -96,6 +104,14 @@ pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, Start
         )
         .expect("the built-in empty capability set is valid"),
     };
+    if let Some(path) = path {
+        caps.start()
+            .await
+            .map_err(|source| StartupError::McpServers {
+                path: path.to_owned(),
+                source,
+            })?;
+    }
     Ok(Arc::new(caps))
 }
 
@@ -202,7 +218,7 @@ impl Bound {
     /// end-point's probe) last, so that a port already in use fails before any of it starts.
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
-        let capabilities = load_capabilities(settings.capabilities.as_deref())?;
+        let capabilities = load_capabilities(settings.capabilities.as_deref()).await?;
         Bound::with_capabilities(settings, capabilities).await
     }
 
@@ -302,11 +318,13 @@ impl Bound {
             "parley is listening"
         );
         let provider = self.state.agent.provider().clone();
+        let capabilities = self.state.agent.capabilities().clone();
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
         provider.flush_usage_within(last_flush).await;
+        capabilities.shutdown().await;
         served.map_err(StartupError::Serve)
     }
 }
@@ -332,7 +350,7 @@ fn check_agent_protocols(capabilities: &Capabilities) -> Result<(), StartupError
 fn connect_agents(settings: &Settings, capabilities: &Capabilities, store: &Arc<dyn Store>) {
     let bound: Vec<_> = capabilities
         .iter()
-        .filter_map(|c| Some((c, c.peer_agent()?)))
+        .filter(|c| c.peer_agent().is_some())
         .collect();
     if bound.is_empty() {
         return;
@@ -345,7 +363,10 @@ fn connect_agents(settings: &Settings, capabilities: &Capabilities, store: &Arc<
         // One set of capabilities given to two servers: the first one's requester serves both.
         tracing::warn!("the agent bindings already have a requester; this server's is not used");
     }
-    for (capability, peer) in bound {
+    for capability in &bound {
+        let Some(peer) = capability.peer_agent() else {
+            continue;
+        };
         tracing::info!(
             capability = capability.name(),
             peer = peer.url,

@@ -6,8 +6,8 @@
 //! (`agent_binding`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
 //! Python reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
-//! (`agentconnect`); the agent as a user and an operator meet it
-//! (`agent`); what model calls cost (`tokens`); with what they share in `support`.
+//! (`agentconnect`); MCP servers behind Parley (`mcp`); the agent as a user and an operator meet
+//! it (`agent`); what model calls cost (`tokens`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
@@ -22,6 +22,7 @@ mod anp;
 mod anp_requester;
 mod http;
 mod interop_python;
+mod mcp;
 mod negotiation;
 mod openai_backend;
 mod requester;

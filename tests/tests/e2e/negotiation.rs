@@ -446,6 +446,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
     let capabilities =
         parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
+            .await
             .expect("capabilities");
     let right = parley_reasoner::BuiltinProtocolReasoner
         .generate_sync(
