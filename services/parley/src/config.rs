@@ -244,7 +244,7 @@ pub struct ServeArgs {
     /// Request timeout in milliseconds [default: 30000]
     #[arg(long, env = "PARLEY_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
-    /// Requests per second per client address, 0 = unlimited [default: 0]
+    /// Requests per second per client address, 0 = unlimited [default: 100]
     #[arg(long, env = "PARLEY_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
     /// Proposals per negotiation before it ends as rejected [default: 10]

@@ -1,6 +1,6 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
-//! (`websocket`), the meta-protocol between two agents (`negotiation`), the requester's choice
+//! (`websocket`), what one address may hold and send (`per_address`), the meta-protocol between two agents (`negotiation`), the requester's choice
 //! of protocol or natural language (`requester`), seed 003's station protocol (`seed003`), a
 //! scripted model (`openai_backend`) and the
 //! Python reference SDK (`interop_python`); the agent as a user and an operator meet it
@@ -17,6 +17,7 @@ mod http;
 mod interop_python;
 mod negotiation;
 mod openai_backend;
+mod per_address;
 mod requester;
 mod seed003;
 mod store_errors;

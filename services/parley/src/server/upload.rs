@@ -37,9 +37,10 @@ async fn post_upload(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(e) = state.check_rate(peer) {
-        return error_response(Encoding::Json, e).into_response();
-    }
+    let _address = match state.admission.admit(peer) {
+        Ok(guard) => guard,
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
+    };
     let bytes = match read_body(body, state.limits.max_upload_bytes).await {
         Ok(b) => b,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
