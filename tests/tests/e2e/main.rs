@@ -1,7 +1,8 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
 //! (`websocket`), what one address may hold and send (`per_address`), the meta-protocol
-//! between two agents (`negotiation`), the bounded cost of a proposal (`bounded_work`), the
+//! between two agents (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose
+//! state is whose and how much of it there may be (`state_limits`), the
 //! requester's choice of protocol or natural language (`requester`), seed 003's station
 //! protocol (`seed003`), a scripted model (`openai_backend`) and the Python reference SDK
 //! (`interop_python`); the agent as a user and an operator meet it (`agent`); what model calls
@@ -22,6 +23,7 @@ mod openai_backend;
 mod per_address;
 mod requester;
 mod seed003;
+mod state_limits;
 mod store_errors;
 mod support;
 mod tokens;

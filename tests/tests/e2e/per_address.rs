@@ -12,30 +12,13 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-const OTHER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+use crate::support::{OTHER, client_from, connect_from};
 
 /// Long enough for anything that is not stuck; the tests assert what happens, not how fast.
 const PATIENCE: Duration = Duration::from_secs(20);
 
 fn help() -> Value {
     json!({"format": "text", "subformat": "english", "content": "help"})
-}
-
-/// A TCP connection to `server` from `from`.
-async fn connect_from(from: IpAddr, server: SocketAddr) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(SocketAddr::new(from, 0))
-        .expect("bind a loopback address");
-    socket.connect(server).await.expect("connect")
-}
-
-/// An HTTP client whose connections come from `from`.
-fn client_from(from: IpAddr) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(from)
-        .build()
-        .expect("client")
 }
 
 /// What the server sends before it closes the connection; panics if it does not close.

@@ -12,6 +12,20 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// Largest out-of-band upload, in bytes.
     pub max_upload_bytes: usize,
+    /// Most bytes all stored uploads may take together; an upload that would go beyond is
+    /// refused (507, `upload_quota_exceeded`). Uploads received at the same moment are checked
+    /// against the same total, so the quota may be passed by at most
+    /// `max_concurrent_uploads` uploads.
+    pub max_upload_storage_bytes: u64,
+    /// Most uploads received at once; one more is answered 429 `too_many_uploads`. An upload is
+    /// held in memory while it arrives.
+    pub max_concurrent_uploads: usize,
+    /// Most uploads one client address may send at once (429 `too_many_uploads` beyond).
+    pub max_concurrent_uploads_per_address: usize,
+    /// Longest an upload's body may take to arrive (else 408, `request_timeout`).
+    pub upload_timeout_ms: u64,
+    /// Most messages a conversation's log keeps; the oldest are deleted as new ones come.
+    pub max_conversation_messages: u32,
     /// Longest time one request may take before it is answered with a timeout error; an HTTP
     /// request's body must also arrive within it (else 408, `request_timeout`).
     pub request_timeout_ms: u64,
@@ -61,6 +75,11 @@ impl Default for Limits {
         Limits {
             max_message_bytes: 1 << 20,
             max_upload_bytes: 64 << 20,
+            max_upload_storage_bytes: 1 << 30,
+            max_concurrent_uploads: 8,
+            max_concurrent_uploads_per_address: 2,
+            upload_timeout_ms: 300_000,
+            max_conversation_messages: 1_000,
             request_timeout_ms: 30_000,
             ws_ping_interval_ms: 20_000,
             history_messages: 20,
@@ -85,6 +104,34 @@ impl Limits {
         }
         if l.max_upload_bytes == 0 {
             return Err(invalid("limits.max_upload_bytes", "must be positive"));
+        }
+        if l.max_upload_storage_bytes < l.max_upload_bytes as u64 {
+            return Err(invalid(
+                "limits.max_upload_storage_bytes",
+                "must be at least limits.max_upload_bytes",
+            ));
+        }
+        let positive = [
+            ("limits.max_concurrent_uploads", l.max_concurrent_uploads),
+            (
+                "limits.max_concurrent_uploads_per_address",
+                l.max_concurrent_uploads_per_address,
+            ),
+            (
+                "limits.upload_timeout_ms",
+                usize::from(l.upload_timeout_ms > 0),
+            ),
+        ];
+        for (setting, value) in positive {
+            if value == 0 {
+                return Err(invalid(setting, "must be positive"));
+            }
+        }
+        if l.max_conversation_messages < l.history_messages.max(1) {
+            return Err(invalid(
+                "limits.max_conversation_messages",
+                "must be at least limits.history_messages (and at least 1)",
+            ));
         }
         if l.request_timeout_ms == 0 {
             return Err(invalid("limits.request_timeout_ms", "must be positive"));
@@ -137,13 +184,14 @@ mod tests {
     use super::*;
 
     /// One address cannot take what the server has for everyone on the defaults: its
-    /// connections and requests in flight are a small share of the server's, and its rate is
+    /// connections, requests in flight and uploads are a share of the server's, and its rate is
     /// limited.
     #[test]
     fn the_defaults_leave_room_for_other_addresses() {
         let l = Limits::default();
         assert!(l.max_connections_per_address * 10 <= l.max_connections);
         assert!(l.max_concurrent_requests_per_address * 10 <= l.max_concurrent_requests);
+        assert!(l.max_concurrent_uploads_per_address * 2 <= l.max_concurrent_uploads);
         assert!(l.rate_limit_per_second > 0 && l.rate_limit_burst > 0);
         assert!(l.send_timeout_ms <= l.request_timeout_ms);
         l.validate().expect("the defaults are valid");

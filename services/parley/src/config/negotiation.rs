@@ -28,6 +28,9 @@ pub struct NegotiationLimits {
     pub max_schema_patterns: usize,
     /// Most test cases a proposal, or a `testCasesNegotiation`, may carry.
     pub max_test_cases: usize,
+    /// How many of the protocol hashes a `sourceHello` offers are looked up (the first ones);
+    /// the rest are ignored, so a hello costs at most this many lookups.
+    pub max_hello_hashes: usize,
 }
 
 impl Default for NegotiationLimits {
@@ -42,6 +45,7 @@ impl Default for NegotiationLimits {
             max_schema_nodes: doc.max_schema_nodes,
             max_schema_patterns: doc.max_schema_patterns,
             max_test_cases: doc.max_test_cases,
+            max_hello_hashes: 64,
         }
     }
 }

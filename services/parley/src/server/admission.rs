@@ -3,14 +3,13 @@
 //! (`limits.max_connections_per_address`, `limits.max_concurrent_requests_per_address`), and
 //! the per-address request rate (`limits.rate_limit_per_second`).
 //!
-//! An address is an IPv4 address, or an IPv6 address's /64 prefix (an IPv4-mapped IPv6
-//! address counts as its IPv4 address): one IPv6 host commonly owns a whole /64, and would
-//! otherwise have 2^64 addresses to spread its connections over.
+//! An address is a [`PeerAddress`]: an IPv4 address, or an IPv6 /64, since one IPv6 host
+//! would otherwise have 2^64 addresses to spread its connections over.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, RandomState};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -20,30 +19,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::Limits;
 use crate::error::ApiError;
-
-/// The unit per-address limits count by (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum AddressKey {
-    V4([u8; 4]),
-    /// The first 64 bits of an IPv6 address.
-    V6Prefix([u8; 8]),
-}
-
-impl AddressKey {
-    pub(crate) fn of(peer: SocketAddr) -> AddressKey {
-        match peer.ip() {
-            IpAddr::V4(v4) => AddressKey::V4(v4.octets()),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => AddressKey::V4(v4.octets()),
-                None => {
-                    let mut prefix = [0u8; 8];
-                    prefix.copy_from_slice(&v6.octets()[..8]);
-                    AddressKey::V6Prefix(prefix)
-                }
-            },
-        }
-    }
-}
+use crate::peer::PeerAddress;
 
 /// Shards of the per-address counts: requests from different addresses seldom wait on the same
 /// lock, and a shard's lock is held only to add or subtract one.
@@ -55,7 +31,7 @@ const SHARDS: usize = 16;
 pub(crate) struct PerAddress {
     limit: usize,
     hasher: RandomState,
-    shards: [Mutex<HashMap<AddressKey, usize>>; SHARDS],
+    shards: [Mutex<HashMap<PeerAddress, usize>>; SHARDS],
 }
 
 impl PerAddress {
@@ -67,14 +43,14 @@ impl PerAddress {
         })
     }
 
-    fn shard(&self, key: &AddressKey) -> &Mutex<HashMap<AddressKey, usize>> {
+    fn shard(&self, key: &PeerAddress) -> &Mutex<HashMap<PeerAddress, usize>> {
         // The remainder is below `SHARDS`, so the cast cannot truncate.
         let i = (self.hasher.hash_one(key) % SHARDS as u64) as usize;
         &self.shards[i]
     }
 
     /// One more for `key`, unless it already holds `limit`; given back when the guard drops.
-    pub(crate) fn try_acquire(self: &Arc<Self>, key: AddressKey) -> Option<AddressGuard> {
+    pub(crate) fn try_acquire(self: &Arc<Self>, key: PeerAddress) -> Option<AddressGuard> {
         let mut shard = self
             .shard(&key)
             .lock()
@@ -92,7 +68,7 @@ impl PerAddress {
 
     /// How many `key` holds now.
     #[cfg(test)]
-    fn held(&self, key: AddressKey) -> usize {
+    fn held(&self, key: PeerAddress) -> usize {
         let shard = self
             .shard(&key)
             .lock()
@@ -100,7 +76,7 @@ impl PerAddress {
         shard.get(&key).copied().unwrap_or(0)
     }
 
-    fn release(&self, key: AddressKey) {
+    fn release(&self, key: PeerAddress) {
         let mut shard = self
             .shard(&key)
             .lock()
@@ -118,7 +94,7 @@ impl PerAddress {
 #[derive(Debug)]
 pub(crate) struct AddressGuard {
     counts: Arc<PerAddress>,
-    key: AddressKey,
+    key: PeerAddress,
 }
 
 impl Drop for AddressGuard {
@@ -134,7 +110,20 @@ pub(crate) struct Admission {
     pub(crate) connections: Arc<PerAddress>,
     /// Requests in flight per address (NLIP messages over HTTP and uploads).
     requests: Arc<PerAddress>,
-    limiter: Option<DefaultKeyedRateLimiter<AddressKey>>,
+    /// Uploads arriving, in all (at most `max_uploads`) and per address.
+    uploads: Arc<tokio::sync::Semaphore>,
+    max_uploads: usize,
+    uploads_per_address: Arc<PerAddress>,
+    limiter: Option<DefaultKeyedRateLimiter<PeerAddress>>,
+}
+
+/// What an upload holds while it arrives: its request slot, and an upload slot in all and of
+/// its address.
+#[derive(Debug)]
+pub(crate) struct UploadSlot {
+    _request: AddressGuard,
+    _upload: tokio::sync::OwnedSemaphorePermit,
+    _address: AddressGuard,
 }
 
 impl Admission {
@@ -146,6 +135,9 @@ impl Admission {
         Admission {
             connections: PerAddress::new(limits.max_connections_per_address),
             requests: PerAddress::new(limits.max_concurrent_requests_per_address),
+            uploads: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_uploads)),
+            max_uploads: limits.max_concurrent_uploads,
+            uploads_per_address: PerAddress::new(limits.max_concurrent_uploads_per_address),
             limiter,
         }
     }
@@ -157,7 +149,7 @@ impl Admission {
             return Ok(());
         };
         limiter
-            .check_key(&AddressKey::of(peer))
+            .check_key(&PeerAddress::of(peer))
             .map_err(|not_until| {
                 crate::metrics::refused("rate_limited");
                 let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -172,13 +164,35 @@ impl Admission {
     pub(crate) fn admit(&self, peer: SocketAddr) -> Result<AddressGuard, ApiError> {
         self.check_rate(peer)?;
         self.requests
-            .try_acquire(AddressKey::of(peer))
+            .try_acquire(PeerAddress::of(peer))
             .ok_or_else(|| {
                 crate::metrics::refused("too_many_in_flight");
                 ApiError::TooManyInFlight {
                     limit: self.requests.limit,
                 }
             })
+    }
+
+    /// Admits one upload from `peer`: as a request ([`Admission::admit`]), then one of the
+    /// server's and one of the address's upload slots; none is waited for.
+    pub(crate) fn admit_upload(&self, peer: SocketAddr) -> Result<UploadSlot, ApiError> {
+        let request = self.admit(peer)?;
+        let busy = |limit| {
+            crate::metrics::refused("too_many_uploads");
+            ApiError::TooManyUploads { limit }
+        };
+        let upload = Arc::clone(&self.uploads)
+            .try_acquire_owned()
+            .map_err(|_| busy(self.max_uploads))?;
+        let address = self
+            .uploads_per_address
+            .try_acquire(PeerAddress::of(peer))
+            .ok_or_else(|| busy(self.uploads_per_address.limit))?;
+        Ok(UploadSlot {
+            _request: request,
+            _upload: upload,
+            _address: address,
+        })
     }
 
     /// Forgets rate-limiter state of addresses that have been quiet for a while; called
@@ -205,27 +219,10 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_addresses_count_by_their_64_bit_prefix_and_mapped_ipv4_as_ipv4() {
-        let a = AddressKey::of(addr("[2001:db8:1:2::1]:1"));
-        let b = AddressKey::of(addr("[2001:db8:1:2:ffff::9]:2"));
-        let c = AddressKey::of(addr("[2001:db8:1:3::1]:1"));
-        assert_eq!(a, b, "one /64");
-        assert_ne!(a, c, "another /64");
-        assert_eq!(
-            AddressKey::of(addr("[::ffff:192.0.2.7]:1")),
-            AddressKey::of(addr("192.0.2.7:9"))
-        );
-        assert_ne!(
-            AddressKey::of(addr("192.0.2.7:1")),
-            AddressKey::of(addr("192.0.2.8:1"))
-        );
-    }
-
-    #[test]
     fn an_address_holds_at_most_its_limit_and_others_are_not_affected() {
         let counts = PerAddress::new(2);
-        let one = AddressKey::of(addr("127.0.0.1:1"));
-        let two = AddressKey::of(addr("127.0.0.2:1"));
+        let one = PeerAddress::of(addr("127.0.0.1:1"));
+        let two = PeerAddress::of(addr("127.0.0.2:1"));
         let a = counts.try_acquire(one).expect("first");
         let _b = counts.try_acquire(one).expect("second");
         assert!(counts.try_acquire(one).is_none(), "the third is refused");
@@ -243,7 +240,7 @@ mod tests {
     fn an_address_holding_nothing_has_no_entry() {
         let counts = PerAddress::new(3);
         let keys: Vec<_> = (0..100u8)
-            .map(|i| AddressKey::of(SocketAddr::from(([10, 0, 0, i], 1))))
+            .map(|i| PeerAddress::of(SocketAddr::from(([10, 0, 0, i], 1))))
             .collect();
         let guards: Vec<_> = keys
             .iter()

@@ -15,8 +15,9 @@ use axum::response::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use super::admission::{AddressGuard, AddressKey};
+use super::admission::AddressGuard;
 use super::{AppState, http, prepare_socket};
+use crate::peer::PeerAddress;
 
 /// What a listener answers itself, before its router: the NLIP listener answers `POST /nlip`
 /// (the hot path), the upload listener nothing.
@@ -82,7 +83,7 @@ pub(super) async fn serve(
             },
             () = &mut stop => break,
         };
-        let Some(address) = per_address.try_acquire(AddressKey::of(peer)) else {
+        let Some(address) = per_address.try_acquire(PeerAddress::of(peer)) else {
             // No request exists yet to answer: the connection is closed, and its slot freed.
             tracing::debug!(
                 %peer,
