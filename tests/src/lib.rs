@@ -44,17 +44,34 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// `parley serve` in a child process as the benchmarks run it: the running binary re-executed
 /// with `role_env=parley` (its `main` then calls `parley::cli::main`), NLIP on `listen`, uploads
-/// on another free loopback port, SQLite in `data_dir`, the example capabilities, run from the
-/// repository root. The caller adds stdio and spawns it.
+/// on another free loopback port, SQLite in `data_dir`, the example capabilities, the
+/// per-address limits lifted (see [`lift_per_address_limits`]; a config file in `data_dir`
+/// says so), run from the repository root. The caller adds stdio and spawns it.
 pub fn parley_serve_command(
     role_env: &str,
     listen: SocketAddr,
     data_dir: &Path,
 ) -> std::io::Result<std::process::Command> {
+    let mut limits = parley::config::Limits::default();
+    lift_per_address_limits(&mut limits);
+    std::fs::create_dir_all(data_dir)?;
+    let config = data_dir.join("bench-limits.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\nrate_limit_per_second = {}\nmax_connections_per_address = {}\n\
+             max_concurrent_requests_per_address = {}\n",
+            limits.rate_limit_per_second,
+            limits.max_connections_per_address,
+            limits.max_concurrent_requests_per_address
+        ),
+    )?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
     command
         .env(role_env, "parley")
         .arg("serve")
+        .arg("--config")
+        .arg(config)
         .arg("--listen")
         .arg(listen.to_string())
         .arg("--upload-listen")
@@ -79,6 +96,22 @@ pub fn test_settings(dir: &Path) -> Settings {
     };
     // Dozens of test servers share two cores: compile handlers only when a test needs them.
     settings.sandbox.warm_up = false;
+    settings
+}
+
+/// A benchmark drives its server from one loopback address, and measures the server, not the
+/// limits that keep one address from taking all of it: no rate limit, and one address may hold
+/// every connection and every request permit.
+pub fn lift_per_address_limits(limits: &mut parley::config::Limits) {
+    limits.rate_limit_per_second = 0;
+    limits.max_connections_per_address = limits.max_connections;
+    limits.max_concurrent_requests_per_address = limits.max_concurrent_requests;
+}
+
+/// [`test_settings`] for a benchmark: the per-address limits lifted.
+pub fn bench_settings(dir: &Path) -> Settings {
+    let mut settings = test_settings(dir);
+    lift_per_address_limits(&mut settings.limits);
     settings
 }
 

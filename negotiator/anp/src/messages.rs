@@ -206,6 +206,8 @@ impl MetaProtocolInfo {
     /// in that order.
     pub fn offered_hashes(&self) -> Vec<ProtocolHash> {
         let mut out: Vec<ProtocolHash> = Vec::new();
+        // Linear in the number offered, however many a peer sends.
+        let mut seen = std::collections::HashSet::new();
         let all = self
             .known_protocol_hashes
             .iter()
@@ -213,7 +215,7 @@ impl MetaProtocolInfo {
             .chain(self.candidate_protocols.iter().flatten());
         for s in all {
             if let Ok(h) = s.parse::<ProtocolHash>()
-                && !out.contains(&h)
+                && seen.insert(h)
             {
                 out.push(h);
             }

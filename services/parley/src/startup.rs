@@ -163,7 +163,8 @@ pub fn build_protocol_reasoner(
 
 /// Opens the database (creating the SQLite file and its directory on first start) and
 /// applies migrations; the database is logged first, without its password. PostgreSQL must
-/// answer within [`Settings::database_connect_timeout`].
+/// answer within [`Settings::database_connect_timeout`]. Conversation logs keep their newest
+/// `limits.max_conversation_messages`.
 pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupError> {
     let url = settings.database_url();
     if settings.database_url.is_none() {
@@ -174,12 +175,16 @@ pub async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, StartupEr
     }
     let target = redacted(&url);
     tracing::info!(database = %target, "opening the database");
+    let options = StoreOptions {
+        max_log_messages: Some(settings.limits.max_conversation_messages),
+        ..StoreOptions::default()
+    };
     if let Some(server) = database::PostgresServer::of(&url) {
         return Ok(server
-            .connect(&url, settings.database_connect_timeout())
+            .connect(&url, settings.database_connect_timeout(), options)
             .await?);
     }
-    parley_store::connect(&url, StoreOptions::default())
+    parley_store::connect(&url, options)
         .await
         .map_err(|source| StartupError::Store { target, source })
 }
@@ -291,6 +296,7 @@ impl Bound {
                 agent_id: settings.agent_id.clone(),
                 upload_base: upload_base.clone(),
                 history_messages: settings.limits.history_messages,
+                upload_quota: settings.limits.max_upload_storage_bytes,
             },
         );
         Ok(Bound {
@@ -320,9 +326,12 @@ impl Bound {
         let provider = self.state.agent.provider().clone();
         let capabilities = self.state.agent.capabilities().clone();
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
+        let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
+        let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
+        sweeper.abort();
         provider.flush_usage_within(last_flush).await;
         capabilities.shutdown().await;
         served.map_err(StartupError::Serve)

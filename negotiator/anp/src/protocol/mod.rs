@@ -61,12 +61,17 @@
 //! mentioning "response", "reply", "expected", "output" or "result" is the expected response
 //! (with `match: subset` and no fixtures).
 //!
+//! # Bounded work
+//! A document read from a peer is parsed with [`ProtocolDoc::parse_within`] and its
+//! [`DocLimits`]; every schema's regular expressions run in linear time (see [`limits`]).
+//!
 //! # Invariants
 //! - `ProtocolDoc` keeps the exact text it was parsed from; [`ProtocolDoc::hash`] is
 //!   [`ProtocolHash::of`] that text.
 //! - A `ProtocolDoc` always has compiled request and response schemas.
 
 mod derive;
+pub mod limits;
 mod schemas;
 mod sections;
 mod test_cases;
@@ -77,6 +82,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use self::limits::DocLimits;
+use self::limits::compile;
 use self::schemas::find_schemas;
 use self::sections::{Section, split_sections};
 use self::test_cases::find_test_cases;
@@ -132,6 +139,13 @@ pub enum ProtocolError {
         name: String,
         message: String,
     },
+    /// The document asks for more work than the reader's [`DocLimits`] allow.
+    #[error("the protocol document has {count} {what}; at most {limit} are accepted")]
+    TooComplex {
+        what: &'static str,
+        count: usize,
+        limit: usize,
+    },
 }
 
 impl ProtocolError {
@@ -145,6 +159,7 @@ impl ProtocolError {
             ProtocolError::InvalidJson { .. } => "invalid_json",
             ProtocolError::InvalidSchema { .. } => "invalid_schema",
             ProtocolError::InvalidTestCase { .. } => "invalid_test_case",
+            ProtocolError::TooComplex { .. } => "protocol_too_complex",
         }
     }
 }
@@ -280,9 +295,25 @@ impl std::fmt::Debug for ProtocolDoc {
 }
 
 impl ProtocolDoc {
-    /// Parses a protocol document. The text is kept byte for byte.
+    /// Parses a protocol document. The text is kept byte for byte. For a text already agreed
+    /// or written here; one from a peer is read with [`ProtocolDoc::parse_within`].
     pub fn parse(text: impl Into<String>) -> Result<Self, ProtocolError> {
-        let text = text.into();
+        Self::parse_bounded(text.into(), None)
+    }
+
+    /// Parses a protocol document from a peer: one over `limits` is refused before its schemas
+    /// are compiled ([`ProtocolError::TooComplex`]).
+    pub fn parse_within(
+        text: impl Into<String>,
+        limits: &DocLimits,
+    ) -> Result<Self, ProtocolError> {
+        Self::parse_bounded(text.into(), Some(limits))
+    }
+
+    fn parse_bounded(text: String, limits: Option<&DocLimits>) -> Result<Self, ProtocolError> {
+        if let Some(limits) = limits {
+            limits.check_bytes(&text)?;
+        }
         if text.trim().is_empty() {
             return Err(ProtocolError::Empty);
         }
@@ -304,6 +335,9 @@ impl ProtocolDoc {
                 section: Section::DataFormat.title(),
             })?;
         let schemas = find_schemas(&data.elements)?;
+        if let Some(limits) = limits {
+            limits.check_schemas(&schemas.request, &schemas.response)?;
+        }
         let (request_schema, response_schema) = (schemas.request, schemas.response);
         let request_validator = compile(SchemaRole::Request, &request_schema)?;
         let response_validator = compile(SchemaRole::Response, &response_schema)?;
@@ -311,6 +345,9 @@ impl ProtocolDoc {
             Some(body) => find_test_cases(&body.elements)?,
             None => Vec::new(),
         };
+        if let Some(limits) = limits {
+            limits.check_test_cases(test_cases.len())?;
+        }
         let hash = ProtocolHash::of(&text);
         Ok(Self {
             text,
@@ -384,6 +421,18 @@ pub fn parse_test_cases(text: &str) -> Result<Vec<TestCase>, ProtocolError> {
     find_test_cases(&refs)
 }
 
+/// [`parse_test_cases`] for test cases from a peer, within `limits` (their text's length and
+/// their number).
+pub fn parse_test_cases_within(
+    text: &str,
+    limits: &DocLimits,
+) -> Result<Vec<TestCase>, ProtocolError> {
+    limits.check_bytes(text)?;
+    let cases = parse_test_cases(text)?;
+    limits.check_test_cases(cases.len())?;
+    Ok(cases)
+}
+
 fn violations(
     role: SchemaRole,
     validator: &jsonschema::Validator,
@@ -415,19 +464,4 @@ fn violations(
         errors.push("…".to_owned());
     }
     Err(SchemaViolation { role, errors })
-}
-
-fn compile(role: SchemaRole, schema: &Value) -> Result<jsonschema::Validator, ProtocolError> {
-    // Draft 2020-12 unless the schema names its own draft; remote `$ref`s cannot resolve
-    // (the crate is built without resolvers), so a protocol is self-contained by construction.
-    let names_draft = schema.get("$schema").is_some_and(Value::is_string);
-    let result = if names_draft {
-        jsonschema::validator_for(schema)
-    } else {
-        jsonschema::draft202012::new(schema)
-    };
-    result.map_err(|e| ProtocolError::InvalidSchema {
-        role,
-        message: e.to_string(),
-    })
 }

@@ -1,5 +1,7 @@
 //! Out-of-band uploads (ECMA-430 §6.4) on their own listener: content-addressed in the store,
-//! named in the reply by their URI.
+//! named in the reply by their URI. An upload is held in memory while it arrives, so how many
+//! arrive at once is capped (`limits.max_concurrent_uploads`, and per address), and what they
+//! take together in the store (`limits.max_upload_storage_bytes`).
 
 use std::net::SocketAddr;
 
@@ -37,10 +39,18 @@ async fn post_upload(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(e) = state.check_rate(peer) {
-        return error_response(Encoding::Json, e).into_response();
-    }
-    let bytes = match read_body(body, state.limits.max_upload_bytes).await {
+    // Nothing waits: an address over its rate or its share, or a server receiving as many
+    // uploads as it takes at once, answers 429 at once.
+    let _slot = match state.admission.admit_upload(peer) {
+        Ok(slot) => slot,
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
+    };
+    let ms = state.limits.upload_timeout_ms;
+    let body = tokio::time::timeout(
+        std::time::Duration::from_millis(ms),
+        read_body(body, state.limits.max_upload_bytes),
+    );
+    let bytes = match body.await.unwrap_or(Err(ApiError::SlowBody(ms))) {
         Ok(b) => b,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };

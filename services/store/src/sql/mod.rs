@@ -225,6 +225,10 @@ impl crate::Store for SqlStore {
         traced(span!("store.upload_meta"), uploads::meta(self, id)).await
     }
 
+    async fn uploads_size(&self) -> Result<u64, StoreError> {
+        traced(span!("store.uploads_size"), uploads::total_size(self)).await
+    }
+
     // --- protocols and agreements --------------------------------------------------------------
 
     async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError> {
@@ -343,6 +347,17 @@ impl crate::Store for SqlStore {
         traced(
             span!("store.negotiations_for_protocol"),
             negotiations::for_protocol(self, hash),
+        )
+        .await
+    }
+
+    async fn fail_interrupted_negotiations(
+        &self,
+        before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        traced(
+            span!("store.fail_interrupted_negotiations"),
+            negotiations::fail_interrupted(self, before),
         )
         .await
     }

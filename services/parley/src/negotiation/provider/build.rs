@@ -242,7 +242,7 @@ impl Provider {
         text: &str,
     ) -> Result<Verdict, ApiError> {
         let reject = |reason: String| Ok(Verdict::Reject { reason });
-        let cases = match parley_anp::parse_test_cases(text) {
+        let cases = match parley_anp::parse_test_cases_within(text, &self.limits.doc_limits()) {
             Ok(c) if !c.is_empty() => c,
             Ok(_) => return reject("no test cases".into()),
             Err(e) => return reject(e.to_string()),

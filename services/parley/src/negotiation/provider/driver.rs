@@ -297,7 +297,7 @@ impl Provider {
         meter: &UsageMeter,
         turn: &mut Turn,
     ) -> Result<Verdict, ApiError> {
-        let doc = match parley_anp::ProtocolDoc::parse(text) {
+        let doc = match read_proposal(text, self.limits.doc_limits()).await {
             Ok(doc) => doc,
             Err(e) => {
                 return Ok(Verdict::Reject {
@@ -408,6 +408,23 @@ impl Turn {
             violation: self.violation,
             agreed: self.agreed,
         }
+    }
+}
+
+/// Reads a peer's proposal within `limits`, on a blocking thread: compiling its schemas is the
+/// CPU-heavy part of a negotiation turn, and there the request's deadline, a timer on the
+/// request's task, still answers the peer when it passes.
+async fn read_proposal(
+    text: &str,
+    limits: parley_anp::DocLimits,
+) -> Result<parley_anp::ProtocolDoc, parley_anp::ProtocolError> {
+    let text = text.to_owned();
+    let read =
+        tokio::task::spawn_blocking(move || parley_anp::ProtocolDoc::parse_within(text, &limits));
+    match read.await {
+        Ok(result) => result,
+        // The blocking task only fails when it panicked: let the panic continue.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
 

@@ -17,7 +17,8 @@ use crate::error::ApiError;
 
 impl Provider {
     /// Answers the peer's `sourceHello` (`value` as received): remembers what it supports,
-    /// selects the first offered protocol with an active handler here, and opens the
+    /// selects the first offered protocol with an active handler here (among the first
+    /// `negotiation.max_hello_hashes` offered), and opens the
     /// transcript of the next negotiation with the exchange.
     pub(super) async fn answer_hello(
         &self,
@@ -39,8 +40,11 @@ impl Provider {
         }
         // Only what both sides support is used: remember what the peer announced.
         state.peer_capabilities = Some(hello.meta_protocol.supported_capabilities.clone());
+        // A hello may offer any number of hashes; only the first `max_hello_hashes` are
+        // looked up, one query each.
         let mut known = HashSet::new();
-        for h in hello.meta_protocol.offered_hashes() {
+        let offered = hello.meta_protocol.offered_hashes();
+        for h in offered.into_iter().take(self.limits.max_hello_hashes) {
             if self.store.active_handler(&h.to_string()).await?.is_some() {
                 known.insert(h);
             }
