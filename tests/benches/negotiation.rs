@@ -51,7 +51,7 @@ use parley_nlip::{Content, Format, Message};
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability, Evaluation};
 use parley_store::Store;
-use parley_tests::{TestApp, example_capabilities, repo_root, test_settings};
+use parley_tests::{TestApp, bench_settings, example_capabilities, repo_root};
 use serde_json::{Value, json};
 
 type Result<T> = std::result::Result<T, String>;
@@ -203,7 +203,7 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
     let mut cold = Vec::new();
     for _ in 0..config.negotiations {
         let provider_dir = tempdir()?;
-        let app = TestApp::spawn(&test_settings(provider_dir.path())).await;
+        let app = TestApp::spawn(&bench_settings(provider_dir.path())).await;
         let cache_dir = provider_dir.path().join("sandbox-cache");
         let before = artifacts(&cache_dir);
         let requester_dir = tempdir()?;
@@ -217,7 +217,7 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
     }
     let warm = {
         let provider_dir = tempdir()?;
-        let app = TestApp::spawn(&test_settings(provider_dir.path())).await;
+        let app = TestApp::spawn(&bench_settings(provider_dir.path())).await;
         let cache_dir = provider_dir.path().join("sandbox-cache");
         let requester_dir = tempdir()?;
         let requester = requester(&requester_dir).await?;
@@ -242,7 +242,7 @@ async fn negotiations(base: &str, config: Config) -> Result<()> {
 /// (b) and (c): application messages through the cached protocol and plain text messages.
 async fn latency(base: &str, config: Config) -> Result<()> {
     let provider_dir = tempdir()?;
-    let settings = test_settings(provider_dir.path());
+    let settings = bench_settings(provider_dir.path());
     let server = KeptServer::spawn(&settings).await?;
     let requester_dir = tempdir()?;
     let requester = requester(&requester_dir).await?;
@@ -261,7 +261,7 @@ async fn latency(base: &str, config: Config) -> Result<()> {
     };
     // The baseline for the compiled form: a provider that serves the verified JavaScript.
     let js_dir = tempdir()?;
-    let mut js_settings = test_settings(js_dir.path());
+    let mut js_settings = bench_settings(js_dir.path());
     js_settings.negotiation.compiled_handlers = false;
     let js_server = KeptServer::spawn(&js_settings).await?;
     // The provider in its own process is measured in each placement (`Placement`): apart, as
@@ -1181,7 +1181,7 @@ async fn model_calls(base: &str) -> Result<Vec<ModelRow>> {
         // The server configured as an operator would: `reasoner = "openai"` pointing at the
         // scripted endpoint, and the protocol backend under test.
         let provider_dir = tempdir()?;
-        let mut settings = test_settings(provider_dir.path());
+        let mut settings = bench_settings(provider_dir.path());
         settings.reasoner = ReasonerKind::Openai;
         settings.openai.base_url = model.base_url();
         settings.openai.model = "scripted-model".into();

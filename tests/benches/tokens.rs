@@ -51,7 +51,7 @@ use parley_anp::ProtocolDoc;
 use parley_nlip::{Content, Format, Message};
 use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability};
 use parley_store::{ModelUsageOwner, NegotiationStatus};
-use parley_tests::{TestApp, example_capabilities, repo_root, test_settings};
+use parley_tests::{TestApp, bench_settings, example_capabilities, repo_root};
 use serde_json::{Value, json};
 
 type Result<T> = std::result::Result<T, String>;
@@ -437,7 +437,7 @@ async fn run() -> Result<()> {
     let base_url = start_model(model.clone()).await?;
 
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut settings = test_settings(dir.path());
+    let mut settings = bench_settings(dir.path());
     settings.reasoner = ReasonerKind::Openai;
     settings.openai.base_url = base_url;
     settings.openai.model = "bench-model".into();

@@ -14,6 +14,22 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Loads a capabilities file with `${VAR}` references resolved from `vars`, not the
+/// environment.
+pub fn capabilities_with(
+    path: &Path,
+    vars: &[(&str, &str)],
+) -> std::sync::Arc<parley_capabilities::Capabilities> {
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
+    };
+    let capabilities = parley_capabilities::Capabilities::load(path, lookup)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::sync::Arc::new(capabilities)
+}
+
 /// The repository's example capabilities file (product catalogue and more).
 pub fn example_capabilities() -> PathBuf {
     repo_root().join("examples/capabilities.toml")
@@ -28,17 +44,34 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// `parley serve` in a child process as the benchmarks run it: the running binary re-executed
 /// with `role_env=parley` (its `main` then calls `parley::cli::main`), NLIP on `listen`, uploads
-/// on another free loopback port, SQLite in `data_dir`, the example capabilities, run from the
-/// repository root. The caller adds stdio and spawns it.
+/// on another free loopback port, SQLite in `data_dir`, the example capabilities, the
+/// per-address limits lifted (see [`lift_per_address_limits`]; a config file in `data_dir`
+/// says so), run from the repository root. The caller adds stdio and spawns it.
 pub fn parley_serve_command(
     role_env: &str,
     listen: SocketAddr,
     data_dir: &Path,
 ) -> std::io::Result<std::process::Command> {
+    let mut limits = parley::config::Limits::default();
+    lift_per_address_limits(&mut limits);
+    std::fs::create_dir_all(data_dir)?;
+    let config = data_dir.join("bench-limits.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\nrate_limit_per_second = {}\nmax_connections_per_address = {}\n\
+             max_concurrent_requests_per_address = {}\n",
+            limits.rate_limit_per_second,
+            limits.max_connections_per_address,
+            limits.max_concurrent_requests_per_address
+        ),
+    )?;
     let mut command = std::process::Command::new(std::env::current_exe()?);
     command
         .env(role_env, "parley")
         .arg("serve")
+        .arg("--config")
+        .arg(config)
         .arg("--listen")
         .arg(listen.to_string())
         .arg("--upload-listen")
@@ -66,6 +99,22 @@ pub fn test_settings(dir: &Path) -> Settings {
     settings
 }
 
+/// A benchmark drives its server from one loopback address, and measures the server, not the
+/// limits that keep one address from taking all of it: no rate limit, and one address may hold
+/// every connection and every request permit.
+pub fn lift_per_address_limits(limits: &mut parley::config::Limits) {
+    limits.rate_limit_per_second = 0;
+    limits.max_connections_per_address = limits.max_connections;
+    limits.max_concurrent_requests_per_address = limits.max_concurrent_requests;
+}
+
+/// [`test_settings`] for a benchmark: the per-address limits lifted.
+pub fn bench_settings(dir: &Path) -> Settings {
+    let mut settings = test_settings(dir);
+    lift_per_address_limits(&mut settings.limits);
+    settings
+}
+
 /// A running server. Dropping it without [`TestApp::stop`] aborts it.
 #[derive(Debug)]
 pub struct TestApp {
@@ -78,7 +127,23 @@ pub struct TestApp {
 impl TestApp {
     /// Binds, builds and starts a server with these settings.
     pub async fn spawn(settings: &Settings) -> TestApp {
-        let bound = Bound::new(settings).await.expect("test server starts");
+        TestApp::start(Bound::new(settings).await.expect("test server starts"))
+    }
+
+    /// [`TestApp::spawn`] with these capabilities instead of the settings' file: the test
+    /// loads them, resolving the file's `${VAR}` references from its own values (a test gives
+    /// environment variables only to the child processes it starts).
+    pub async fn spawn_with(
+        settings: &Settings,
+        capabilities: std::sync::Arc<parley_capabilities::Capabilities>,
+    ) -> TestApp {
+        let bound = Bound::with_capabilities(settings, capabilities)
+            .await
+            .expect("test server starts");
+        TestApp::start(bound)
+    }
+
+    fn start(bound: Bound) -> TestApp {
         let (addr, upload_addr) = (bound.addr, bound.upload_addr);
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(bound.run(async {

@@ -36,8 +36,8 @@ pub use fix::{Correction, FixReview, review_fix};
 pub use hash::{HashParseError, ProtocolHash};
 pub use messages::{MessageError, MetaMessage, MetaProtocolInfo, MetaStatus};
 pub use protocol::{
-    Fixture, Fixtures, MatchMode, ProtocolDoc, ProtocolError, SchemaRole, SchemaViolation,
-    Sections, TestCase, parse_test_cases,
+    DocLimits, Fixture, Fixtures, MatchMode, ProtocolDoc, ProtocolError, SchemaRole,
+    SchemaViolation, Sections, TestCase, parse_test_cases, parse_test_cases_within,
 };
 pub use session::{
     FixVerdict, NegotiationError, ProviderSession, RequesterSession, SessionConfig, Step, Verdict,

@@ -212,7 +212,7 @@ fn map_error(error: OpenAIError, after: Duration) -> ReasonerError {
         OpenAIError::Reqwest(e) if e.is_timeout() => ReasonerError::Timeout { after },
         OpenAIError::Reqwest(e) => ReasonerError::Http {
             status: e.status().map(|s| s.as_u16()),
-            message: error_chain(&e),
+            message: parley_capabilities::error_chain(&e),
         },
         OpenAIError::ApiError(e) => ReasonerError::Http {
             status: Some(e.status_code.as_u16()),
@@ -227,17 +227,6 @@ fn map_error(error: OpenAIError, after: Duration) -> ReasonerError {
             message: other.to_string(),
         },
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 pub(crate) fn system(text: String) -> ChatCompletionRequestMessage {

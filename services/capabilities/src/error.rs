@@ -89,6 +89,25 @@ impl CapabilityError {
     }
 }
 
+/// An error with its causes, `outer: cause: root cause`, skipping a cause whose text its parent
+/// already shows (many errors repeat their source's message). Clients such as reqwest put the
+/// useful part ("connection refused") only in a cause.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut parent = text.clone();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !parent.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        parent = cause_text;
+        source = cause.source();
+    }
+    text
+}
+
 /// Required MCP servers that did not start: Parley does not serve without them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", describe(failures))]

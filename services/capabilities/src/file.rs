@@ -44,6 +44,7 @@ pub(crate) struct CapabilitySpec {
 pub(crate) enum BindingSpec {
     Http(HttpSpec),
     Dataset(DatasetSpec),
+    Agent(AgentBindingSpec),
     Mcp(McpSpec),
 }
 
@@ -169,4 +170,42 @@ pub(crate) enum NotFoundSpec {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NotFoundResult {
     pub result: Value,
+}
+
+/// An `agent` binding: another agent performs the capability, over a protocol agreed with it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentBindingSpec {
+    /// The peer's NLIP URL (`${VAR}` references allowed; no scheme means `http://`).
+    pub url: String,
+    /// Path of the protocol document, relative to the capabilities file.
+    pub protocol: String,
+    /// Constant fields of every request (a JSON object); the input is merged into it.
+    #[serde(default)]
+    pub request: Option<Value>,
+    /// JSON pointer of the object the input's fields go into; empty = the request itself.
+    #[serde(default)]
+    pub input: String,
+    /// JSON pointer that gets a fresh message id (a UUID) in every request.
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// JSON pointer that gets the time of the request (RFC 3339, UTC).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// JSON pointer into the protocol's answer; absent or empty = the whole answer.
+    #[serde(default)]
+    pub result_pointer: String,
+    /// Ask in natural language when no protocol can be agreed (the default).
+    #[serde(default = "default_fallback")]
+    pub fallback: bool,
+    #[serde(default = "default_agent_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_fallback() -> bool {
+    true
+}
+
+fn default_agent_timeout_ms() -> u64 {
+    30_000
 }

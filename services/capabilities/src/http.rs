@@ -6,6 +6,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value};
 
+use crate::error::error_chain;
 use crate::file::HttpSpec;
 use crate::load::{Ctx, Env, MAX_TIMEOUT_MS, Schemas, not_found_policy};
 use crate::{CapabilityError, LoadError, NotFoundPolicy};
@@ -173,16 +174,29 @@ impl HttpBinding {
     /// a scalar (the loader already required placeholders to be required input properties).
     pub(crate) fn url_for(&self, capability: &str, args: &Value) -> Result<Url, CapabilityError> {
         let mut text = String::new();
+        let mut in_path = true;
         for segment in &self.url {
             match segment {
-                Segment::Literal(l) => text.push_str(l),
+                Segment::Literal(l) => {
+                    in_path &= !l.contains(['?', '#']);
+                    text.push_str(l);
+                }
                 Segment::Field(f) => {
+                    let invalid = |message: String| CapabilityError::InvalidArguments {
+                        capability: capability.to_owned(),
+                        message,
+                    };
                     let value = args.get(f).and_then(scalar_text).ok_or_else(|| {
-                        CapabilityError::InvalidArguments {
-                            capability: capability.to_owned(),
-                            message: format!("`{f}` must be a string, number or boolean"),
-                        }
+                        invalid(format!("`{f}` must be a string, number or boolean"))
                     })?;
+                    // A URL parser resolves `.` and `..` segments (even percent-encoded ones)
+                    // and an empty value joins two segments: any of them would send the call
+                    // to another path than the template's.
+                    if in_path && matches!(value.as_str(), "" | "." | "..") {
+                        return Err(invalid(format!(
+                            "`{f}` must not be {value:?}: it would change the URL's path"
+                        )));
+                    }
                     text.push_str(&percent_encode(&value));
                 }
                 // Unreachable after load-time resolution; treated as a literal-free gap.
@@ -303,18 +317,6 @@ impl HttpBinding {
             ))
         })
     }
-}
-
-/// reqwest's top-level message ("error sending request") hides the cause; include the chain.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Builds the binding from its file section: method, URL template (every placeholder a required

@@ -1,4 +1,4 @@
-//! Operator-declared capabilities: file format, validation and bindings (http, dataset, mcp).
+//! Operator-declared capabilities: file format, validation and bindings (http, dataset, agent, mcp).
 //!
 //! A Parley provider can only do what its operator declares. The declaration is a file (TOML or
 //! JSON, chosen by extension) naming the agent and listing capabilities, each with a name, a
@@ -27,6 +27,13 @@
 //! - `dataset`: `file` (JSON array of records, relative to the capabilities file), `key` (record
 //!   field), `input` (input field, defaults to `key`), `project` (keep only the output schema's
 //!   properties) and `not_found`.
+//! - `agent`: another agent performs it. `url` (the peer's NLIP URL, `${VAR}` allowed),
+//!   `protocol` (a protocol document, relative to the capabilities file), `request` (constant
+//!   fields of every request), `input` (JSON pointer of the object the input's fields go into;
+//!   empty = the request), `message_id` and `timestamp` (JSON pointers that get a fresh id and
+//!   the time), `result_pointer`, `fallback` (natural language when no protocol can be agreed;
+//!   default true) and `timeout_ms` (default 30000). Its calls go through the [`AgentCaller`] the
+//!   server installs ([`Capabilities::connect_agents`]); see the `agent` module for the result.
 //!
 //! - `mcp`: `server` (an `[[mcp_servers]]` entry's name), `tool`, `timeout_ms` (default: the
 //!   server's): one tool of an MCP server, with the capability's own schemas.
@@ -45,7 +52,7 @@
 //! - `file` (private): the serde shape of the file, nothing validated.
 //! - `load`: parse + validate everything into [`Capabilities`]; every refusal is a [`LoadError`]
 //!   naming the capability, the field and the problem.
-//! - `http`, `dataset`, `mcp`: the bindings.
+//! - `http`, `dataset`, `agent`, `mcp`: the bindings.
 //! - `catalogue`: the set on offer now (declared capabilities and MCP tools), swapped whole
 //!   when a server's tools change.
 //! - [`Capabilities::invoke`]: input validation → binding → output validation.
@@ -61,6 +68,7 @@
 //! - This crate knows nothing about reasoners, NLIP or negotiation (negotiator → capabilities,
 //!   never the reverse).
 
+mod agent;
 mod catalogue;
 mod dataset;
 mod error;
@@ -70,13 +78,16 @@ mod load;
 mod mcp;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use serde_json::Value;
 use tracing::Instrument;
 
-pub use error::{CapabilityError, LoadError, ServerFailure, StartError};
+pub use agent::{
+    AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
+};
+pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_chain};
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +114,7 @@ pub(crate) enum NotFoundPolicy {
 pub(crate) enum Binding {
     Http(http::HttpBinding),
     Dataset(dataset::DatasetBinding),
+    Agent(agent::AgentBinding),
     Mcp(mcp::McpBinding),
 }
 
@@ -146,12 +158,24 @@ impl Capability {
     pub fn read_only(&self) -> bool {
         self.read_only
     }
-    /// `"http"`, `"dataset"` or `"mcp"`.
+    /// `"http"`, `"dataset"`, `"agent"` or `"mcp"`.
     pub fn binding_kind(&self) -> &'static str {
         match self.binding {
             Binding::Http(_) => "http",
             Binding::Dataset(_) => "dataset",
             Binding::Mcp(_) => "mcp",
+            Binding::Agent(_) => "agent",
+        }
+    }
+    /// The peer agent that performs this capability, for an `agent` binding.
+    pub fn peer_agent(&self) -> Option<PeerAgent<'_>> {
+        match &self.binding {
+            Binding::Agent(a) => Some(PeerAgent {
+                url: a.url(),
+                protocol: a.protocol(),
+                protocol_path: a.protocol_path(),
+            }),
+            _ => None,
         }
     }
     /// What a reasoner needs to offer this capability as a tool.
@@ -162,6 +186,16 @@ impl Capability {
             input_schema: self.input_schema.clone(),
         }
     }
+}
+
+/// What an `agent` binding names: the peer and the protocol document it is asked through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAgent<'a> {
+    pub url: &'a str,
+    /// The protocol document's text.
+    pub protocol: &'a str,
+    /// Where the protocol document was read from.
+    pub protocol_path: &'a str,
 }
 
 /// The reasoner-facing view of a capability (e.g. an OpenAI function tool).
@@ -183,6 +217,8 @@ pub struct Capabilities {
     /// Sorted by name so descriptions and summaries are deterministic.
     catalogue: Arc<catalogue::Catalogue>,
     http: reqwest::Client,
+    /// Performs the `agent` bindings' calls, once the server installed it.
+    agents: OnceLock<Arc<dyn AgentCaller>>,
     mcp: mcp::Mcp,
 }
 
@@ -223,6 +259,12 @@ impl Capabilities {
 
     pub fn agent(&self) -> &AgentInfo {
         &self.agent
+    }
+
+    /// Installs what performs the `agent` bindings' calls (until then they fail). Returns false,
+    /// and changes nothing, when one is installed already.
+    pub fn connect_agents(&self, caller: Arc<dyn AgentCaller>) -> bool {
+        self.agents.set(caller).is_ok()
     }
 
     /// Starts the MCP servers the file declares and waits until each has listed its tools
@@ -318,6 +360,10 @@ impl Capabilities {
             let result = match &capability.binding {
                 Binding::Dataset(d) => d.lookup(name, &args),
                 Binding::Http(h) => h.call(&self.http, name, &args).await,
+                Binding::Agent(a) => {
+                    let output = &capability.output_validator;
+                    a.call(self.agents.get(), name, &args, output).await
+                }
                 Binding::Mcp(m) => m.call(name, &args).await,
             };
             let result = match result {

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::agent;
 use crate::catalogue::Catalogue;
 use crate::dataset;
 use crate::file::{BindingSpec, CapabilitySpec, FileSpec, NotFoundSpec};
@@ -130,6 +131,7 @@ pub(crate) fn parse(
         },
         catalogue: Arc::new(Catalogue::new(capabilities)),
         http,
+        agents: Default::default(),
         mcp: Mcp::new(servers),
     })
 }
@@ -189,6 +191,7 @@ fn build_capability(
         BindingSpec::Dataset(spec) => {
             Binding::Dataset(dataset::load(ctx, spec, &schemas, base_dir)?)
         }
+        BindingSpec::Agent(spec) => Binding::Agent(agent::load(ctx, spec, base_dir, env)?),
         BindingSpec::Mcp(spec) => Binding::Mcp(mcp::load_binding(ctx, spec, servers)?),
     };
     Ok(Capability {

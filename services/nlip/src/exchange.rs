@@ -1,9 +1,11 @@
 //! The mandatory exchanges of ECMA-430 §6 as pure functions over messages, plus the
 //! shape of Parley's NLIP error messages.
 
+use std::collections::HashSet;
+
 use serde_json::{Value, json};
 
-use crate::message::{Format, Message, Submessage};
+use crate::message::{Content, Format, Message, Submessage};
 
 /// The label of the structured part that carries an error's machine-readable fields.
 pub const ERROR_LABEL: &str = "error";
@@ -17,16 +19,87 @@ pub fn finish_reply(
     mut reply: Message,
     is_own: impl Fn(&Submessage) -> bool,
 ) -> Message {
+    // Keyed by §6.2's equality, so echoing N tokens costs O(N), not O(N²).
+    let mut carried: HashSet<TokenKey> = reply.tokens().map(TokenKey::of).collect();
+    let mut echoed = Vec::new();
     for token in request.tokens() {
-        if is_own(token) || reply.tokens().any(|t| t.same_token(token)) {
-            continue;
+        if !is_own(token) && carried.insert(TokenKey::of(token)) {
+            echoed.push(token.clone());
         }
-        reply.submessages.push(token.clone());
     }
+    reply.submessages.extend(echoed);
     if request.is_control() {
         reply = reply.into_control();
     }
     reply
+}
+
+/// A token's identity as [`Submessage::same_token`] compares it: format, subformat and content.
+#[derive(PartialEq, Eq, Hash)]
+struct TokenKey<'a> {
+    format: Format,
+    subformat: &'a str,
+    content: ContentKey<'a>,
+}
+
+/// Token content as a hash key: text and bytes as they are, other JSON by a canonical text
+/// (object keys sorted), so values that compare equal have equal keys.
+#[derive(PartialEq, Eq, Hash)]
+enum ContentKey<'a> {
+    Text(&'a str),
+    Json(String),
+    Bytes(&'a [u8]),
+}
+
+impl<'a> TokenKey<'a> {
+    fn of(token: &'a Submessage) -> Self {
+        let content = match &token.content {
+            Content::Json(Value::String(s)) => ContentKey::Text(s),
+            Content::Json(v) => {
+                let mut text = String::new();
+                canonical(v, &mut text);
+                ContentKey::Json(text)
+            }
+            Content::Bytes(b) => ContentKey::Bytes(b),
+        };
+        TokenKey {
+            format: token.format,
+            subformat: &token.subformat,
+            content,
+        }
+    }
+}
+
+/// `value` as JSON text with every object's keys in sorted order. Decoded messages have a
+/// bounded nesting depth, so the recursion is bounded too.
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(item, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// Machine-readable fields of an NLIP error message.
@@ -100,6 +173,37 @@ mod tests {
 
     fn token(sub: &str, content: &str) -> Submessage {
         Submessage::new(Format::Token, sub, content)
+    }
+
+    #[test]
+    fn tokens_equal_as_section_6_2_compares_them_are_echoed_once() {
+        let json_token = |content: serde_json::Value| {
+            Submessage::new(Format::Token, "group", crate::Content::Json(content))
+        };
+        let request = Message::text("english", "hi")
+            .with_submessage(json_token(json!({"a": 1, "b": [1, {"c": 2, "d": 3}]})))
+            .with_submessage(json_token(json!({"b": [1, {"d": 3, "c": 2}], "a": 1})))
+            .with_submessage(json_token(json!("1")))
+            .with_submessage(json_token(json!(1)))
+            .with_submessage(Submessage::new(
+                Format::Token,
+                "group",
+                crate::Content::Bytes(b"1".to_vec()),
+            ))
+            .with_submessage(token("group", "x"))
+            .with_submessage(token("group", "x"));
+        let out = finish_reply(&request, Message::text("english", "hello"), |_| false);
+        let echoed: Vec<_> = out.tokens().map(|t| t.content.clone()).collect();
+        assert_eq!(
+            echoed,
+            vec![
+                crate::Content::Json(json!({"a": 1, "b": [1, {"c": 2, "d": 3}]})),
+                crate::Content::Json(json!("1")),
+                crate::Content::Json(json!(1)),
+                crate::Content::Bytes(b"1".to_vec()),
+                crate::Content::Json(json!("x")),
+            ]
+        );
     }
 
     #[test]

@@ -3,10 +3,16 @@
 //!
 //! Conversations: a message that carries Parley's own conversation token
 //! (`conversation_<agent id>`) continues that conversation; one that carries only the
-//! peer's conversation token is mapped to a conversation derived from that token, so
-//! clients that keep their own conversation ids get persistence too; a message with no
-//! conversation token is a stateless exchange and touches no database — which keeps
-//! one-shot traffic as fast as the transport allows.
+//! peer's conversation token is mapped to a conversation derived from that token and the
+//! peer's address, so clients that keep their own conversation ids get persistence too; a
+//! message with no conversation token is a stateless exchange and touches no database — which
+//! keeps one-shot traffic as fast as the transport allows.
+//!
+//! A conversation belongs to the peer that created it, known by its address
+//! ([`PeerAddress`](crate::peer::PeerAddress)): another address presenting its token gets
+//! `unknown_conversation`, and the same peer token from another address names another
+//! conversation. An authentication scheme, where one applies, replaces the address as the
+//! identity a conversation is bound to.
 
 use std::sync::Arc;
 
@@ -22,6 +28,7 @@ use sha2::{Digest, Sha256};
 use crate::error::ApiError;
 use crate::negotiation::nlip::{self, Inbound};
 use crate::negotiation::provider::Provider;
+use crate::peer::PeerAddress;
 
 /// Everything the agent needs, shared by all transports.
 #[derive(Debug)]
@@ -37,6 +44,8 @@ pub struct Agent {
     upload_base: String,
     /// How many earlier messages of a conversation the reasoner sees.
     history_messages: u32,
+    /// Most bytes the stored uploads may take together.
+    upload_quota: u64,
 }
 
 /// Who the agent is to its peers, and how much of a conversation its reasoner sees.
@@ -48,6 +57,8 @@ pub struct AgentSettings {
     pub upload_base: String,
     /// How many earlier messages of a conversation the reasoner sees.
     pub history_messages: u32,
+    /// Most bytes the stored uploads may take together (`limits.max_upload_storage_bytes`).
+    pub upload_quota: u64,
 }
 
 /// The backends an agent runs on, by name: for logs and `GET /health`.
@@ -82,6 +93,7 @@ impl Agent {
             agent_id: settings.agent_id,
             upload_base: settings.upload_base,
             history_messages: settings.history_messages,
+            upload_quota: settings.upload_quota,
         }
     }
 
@@ -108,13 +120,20 @@ impl Agent {
         self.store.ping().await
     }
 
-    /// Stores an out-of-band upload (§6.4); the answer names it by its URI.
+    /// Stores an out-of-band upload (§6.4) if it fits in the upload quota; the answer names it
+    /// by its URI.
     pub async fn put_upload(
         &self,
         bytes: &[u8],
         content_type: &str,
         filename: Option<&str>,
     ) -> Result<Message, ApiError> {
+        let stored = self.store.uploads_size().await?;
+        if stored.saturating_add(bytes.len() as u64) > self.upload_quota {
+            return Err(ApiError::UploadQuota {
+                limit: self.upload_quota,
+            });
+        }
         let meta = self.store.put_upload(bytes, content_type, filename).await?;
         let uri = format!("{}/uploads/{}", self.upload_base, meta.id);
         Ok(upload_reply(&uri, &meta))
@@ -223,6 +242,20 @@ impl Agent {
         Ok(())
     }
 
+    /// Starts a conversation of this agent's own with `peer`: the state of a negotiation whose
+    /// framing has no conversations of its own (one per seed-002 connection) lives there.
+    pub async fn open_conversation(&self, peer: std::net::SocketAddr) -> Result<String, ApiError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.store
+            .create_conversation(NewConversation {
+                id: id.clone(),
+                peer: Some(PeerAddress::of(peer).to_string()),
+                state: json!({}),
+            })
+            .await?;
+        Ok(id)
+    }
+
     /// Finds or creates the conversation the request belongs to (see the module docs).
     async fn conversation_for(
         &self,
@@ -238,7 +271,11 @@ impl Agent {
             if self.is_own_token(token) {
                 let id = token.content.as_str().unwrap_or_default().to_owned();
                 return match self.store.get_conversation(&id).await? {
-                    Some(_) => Ok(Some(id)),
+                    Some(c) if belongs_to(&c, peer) => Ok(Some(id)),
+                    Some(_) => {
+                        tracing::debug!(%peer, conversation = id, "a conversation token presented by another peer");
+                        Err(ApiError::UnknownConversation(id))
+                    }
                     None => Err(ApiError::UnknownConversation(id)),
                 };
             }
@@ -249,28 +286,24 @@ impl Agent {
                 return Ok(None);
             }
             // Negotiation needs state: start a conversation of our own.
-            let id = uuid::Uuid::new_v4().to_string();
-            self.store
-                .create_conversation(NewConversation {
-                    id: id.clone(),
-                    peer: Some(peer.to_string()),
-                    state: json!({}),
-                })
-                .await?;
-            return Ok(Some(id));
+            return self.open_conversation(peer).await.map(Some);
         };
-        // The peer's token is opaque; hash it (with its subformat) into a stable id.
+        // The peer's token is opaque; hash it (with its subformat and the peer's address) into a
+        // stable id: the same token from another address is another conversation.
+        let address = PeerAddress::of(peer).to_string();
         let mut h = Sha256::new();
         h.update(token.subformat.to_ascii_lowercase().as_bytes());
         h.update([0]);
         h.update(token.content.to_json().to_string().as_bytes());
+        h.update([0]);
+        h.update(address.as_bytes());
         let id = format!("peer-{}", &hex::encode(h.finalize())[..32]);
         if self.store.get_conversation(&id).await?.is_some() {
             return Ok(Some(id));
         }
         let new = NewConversation {
             id: id.clone(),
-            peer: Some(peer.to_string()),
+            peer: Some(address),
             state: json!({}),
         };
         match self.store.create_conversation(new).await {
@@ -472,6 +505,15 @@ fn answer_reply(language: String, answer: NlAnswer) -> Result<Message, ApiError>
         }
     }
     Ok(reply)
+}
+
+/// Whether `conversation` belongs to `peer`: it was created from the same address. A
+/// conversation recorded without a peer is bound to no one.
+fn belongs_to(conversation: &parley_store::Conversation, peer: std::net::SocketAddr) -> bool {
+    conversation
+        .peer
+        .as_deref()
+        .is_none_or(|owner| PeerAddress::parse(owner) == Some(PeerAddress::of(peer)))
 }
 
 /// Text of the first submessage and of every text submessage, in order.

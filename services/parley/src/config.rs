@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 
 mod limits;
 mod listen;
+mod negotiation;
 
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
+pub use negotiation::NegotiationLimits;
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -110,33 +112,6 @@ pub enum ProtocolBackend {
     Hybrid,
     /// The model for every decision (needs the openai reasoner settings).
     Openai,
-}
-
-/// Settings of the provider's negotiation (the `[negotiation]` table).
-#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NegotiationLimits {
-    /// Which protocol reasoner to use.
-    pub backend: ProtocolBackend,
-    /// Proposals per negotiation (both sides counted) before it ends as rejected.
-    pub max_rounds: u32,
-    /// How often a handler that fails verification is regenerated before giving up.
-    pub fix_attempts: u32,
-    /// Serve a handler's compiled form (the built-in reasoner's mapping, run without a
-    /// JavaScript engine) once it answered every test case as the JavaScript did. Off: the
-    /// JavaScript always serves.
-    pub compiled_handlers: bool,
-}
-
-impl Default for NegotiationLimits {
-    fn default() -> Self {
-        NegotiationLimits {
-            backend: ProtocolBackend::Auto,
-            max_rounds: 10,
-            fix_attempts: 2,
-            compiled_handlers: true,
-        }
-    }
 }
 
 /// The complete, validated configuration of `parley serve`.
@@ -244,7 +219,7 @@ pub struct ServeArgs {
     /// Request timeout in milliseconds [default: 30000]
     #[arg(long, env = "PARLEY_REQUEST_TIMEOUT_MS")]
     pub request_timeout_ms: Option<u64>,
-    /// Requests per second per client address, 0 = unlimited [default: 0]
+    /// Requests per second per client address, 0 = unlimited [default: 100]
     #[arg(long, env = "PARLEY_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
     /// Proposals per negotiation before it ends as rejected [default: 10]
@@ -347,9 +322,7 @@ impl Settings {
         if self.database_connect_timeout_ms == 0 {
             return Err(invalid("database_connect_timeout_ms", "must be positive"));
         }
-        if self.negotiation.max_rounds == 0 {
-            return Err(invalid("negotiation.max_rounds", "must be at least 1"));
-        }
+        self.negotiation.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;

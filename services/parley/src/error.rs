@@ -28,8 +28,21 @@ pub enum ApiError {
     Timeout(u64),
     #[error("the request body did not arrive within {0} ms")]
     SlowBody(u64),
-    #[error("too many requests; slow down")]
-    RateLimited,
+    /// More messages than `limits.rate_limit_per_second` from one address.
+    #[error("too many requests from this address; retry after {retry_after} s")]
+    RateLimited { retry_after: u64 },
+    /// The address already has `limits.max_concurrent_requests_per_address` requests in
+    /// flight.
+    #[error("this address already has {limit} requests in flight; retry when one is answered")]
+    TooManyInFlight { limit: usize },
+    /// `limits.max_concurrent_uploads` (or the per-address share) uploads are arriving.
+    #[error("{limit} uploads are already arriving; retry when one has been stored")]
+    TooManyUploads { limit: usize },
+    /// The upload would take the stored uploads beyond `limits.max_upload_storage_bytes`.
+    #[error(
+        "the uploads stored here may take at most {limit} bytes together; this one does not fit"
+    )]
+    UploadQuota { limit: u64 },
     #[error("no such end-point; NLIP messages are POSTed to /nlip")]
     NotFound,
     #[error("method not allowed here; NLIP messages are POSTed to /nlip")]
@@ -97,7 +110,10 @@ impl ApiError {
             ApiError::UnknownUpload(_) | ApiError::UploadNotFound(_) => "unknown_upload",
             ApiError::Timeout(_) => "timeout",
             ApiError::SlowBody(_) => "request_timeout",
-            ApiError::RateLimited => "rate_limited",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::TooManyInFlight { .. } => "too_many_in_flight",
+            ApiError::TooManyUploads { .. } => "too_many_uploads",
+            ApiError::UploadQuota { .. } => "upload_quota_exceeded",
             ApiError::NotFound => "not_found",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::UnknownProtocol(_) => "unknown_protocol",
@@ -131,7 +147,10 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::SlowBody(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. }
+            | ApiError::TooManyInFlight { .. }
+            | ApiError::TooManyUploads { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::UploadQuota { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Reasoner { .. } => StatusCode::BAD_GATEWAY,
@@ -142,6 +161,16 @@ impl ApiError {
                 _ => StatusCode::BAD_GATEWAY,
             },
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Seconds after which the same request may pass (an HTTP `Retry-After`), for the errors
+    /// that say "not now" rather than "not so".
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::RateLimited { retry_after } => Some(*retry_after),
+            ApiError::TooManyInFlight { .. } | ApiError::TooManyUploads { .. } => Some(1),
+            _ => None,
         }
     }
 
@@ -164,23 +193,8 @@ impl ApiError {
     }
 }
 
-/// An error and its causes, outermost first, joined with `: `. A cause whose text its parent
-/// already shows (an error that prints its source in its own message) is not repeated.
-pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut parent = text.clone();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !parent.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        parent = cause_text;
-        source = cause.source();
-    }
-    text
-}
+/// An error and its causes, outermost first, joined with `: `, each cause once.
+pub use parley_capabilities::error_chain as chain;
 
 impl From<DecodeError> for ApiError {
     fn from(e: DecodeError) -> Self {

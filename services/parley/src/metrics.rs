@@ -9,6 +9,9 @@
 //! response reported no usage, or that got no response: their tokens are not in
 //! `parley_model_tokens_total`, which is then a lower bound). `purpose` is the `model.call` span's:
 //! `answer`, `evaluate`, `generate_handler`, `fix_handler`, `draft`, `evaluate_test_cases`.
+//! What the limits turned away: `parley_refused_total{reason}`, `reason` one of
+//! `connections_per_address` (a connection closed on accept), `rate_limited`,
+//! `too_many_in_flight`, `send_timeout` (a peer that did not read its answers).
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -103,6 +106,11 @@ pub fn reasoner_call(backend: &'static str, kind: &'static str) {
 
 pub fn handler_call(outcome: &'static str) {
     count("parley_handler_calls_total", one("outcome", outcome), 1);
+}
+
+/// Something a limit turned away (see the module docs for the reasons).
+pub fn refused(reason: &'static str) {
+    count("parley_refused_total", one("reason", reason), 1);
 }
 
 pub fn protocol_cache(result: &'static str) {

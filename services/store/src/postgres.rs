@@ -27,6 +27,8 @@ static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
 #[derive(Debug, Clone)]
 pub(crate) struct PgStore {
     pool: PgPool,
+    /// [`StoreOptions::max_log_messages`].
+    max_log_messages: Option<u32>,
 }
 
 impl PgStore {
@@ -47,7 +49,10 @@ impl PgStore {
         drop(first);
         MIGRATOR.run(&pool).await?;
         tracing::debug!("connected and migrated");
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            max_log_messages: opts.max_log_messages,
+        })
     }
 
     /// A read-write transaction; row locks taken by its statements do the serialising.

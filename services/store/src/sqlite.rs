@@ -25,6 +25,8 @@ static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
+    /// [`StoreOptions::max_log_messages`].
+    max_log_messages: Option<u32>,
 }
 
 impl SqliteStore {
@@ -62,7 +64,10 @@ impl SqliteStore {
         let pool = pool_options.connect_with(connect_options).await?;
         MIGRATOR.run(&pool).await?;
         tracing::debug!("connected and migrated");
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            max_log_messages: opts.max_log_messages,
+        })
     }
 
     /// A transaction holding the write lock from its first statement (see the module docs).

@@ -32,6 +32,10 @@ pub struct StoreOptions {
     /// or does not answer). The migrations after it are not bounded: another instance may hold
     /// the migration lock for as long as its migrations take.
     pub connect_timeout: Duration,
+    /// Most messages a conversation's log keeps: appending one more deletes the oldest, in the
+    /// same transaction (`None`: every message is kept). Sequence numbers are not reused, so
+    /// a log that was trimmed starts after 1.
+    pub max_log_messages: Option<u32>,
 }
 
 impl Default for StoreOptions {
@@ -41,6 +45,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(10),
             busy_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(10),
+            max_log_messages: None,
         }
     }
 }
@@ -85,7 +90,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<i64, StoreError>;
 
     /// Appends to the conversation log under the next sequence number (1, 2, 3, ... with no gaps,
-    /// also under concurrent appends) and marks activity.
+    /// also under concurrent appends) and marks activity; with
+    /// [`StoreOptions::max_log_messages`], the oldest messages beyond it are deleted.
     async fn append_message(
         &self,
         conversation_id: &str,
@@ -117,6 +123,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Metadata only, without reading the bytes.
     async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError>;
+
+    /// How many bytes the stored uploads take together.
+    async fn uploads_size(&self) -> Result<u64, StoreError>;
 
     // --- protocols and agreements --------------------------------------------------------------
 
@@ -175,6 +184,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Negotiations that recorded protocol `hash`, newest first.
     async fn negotiations_for_protocol(&self, hash: &str) -> Result<Vec<Negotiation>, StoreError>;
+
+    /// Ends as `failed`, with the reason `interrupted`, every negotiation still `negotiating`
+    /// whose last turn never finished: its newest transcript message is the peer's, recorded
+    /// before `before` (or it has none, and started before `before`). What a process that
+    /// stopped in the middle of a turn leaves behind; a turn still running elsewhere is younger
+    /// than `before` when `before` is older than the longest a turn may run. Returns how many.
+    async fn fail_interrupted_negotiations(&self, before: DateTime<Utc>)
+    -> Result<u64, StoreError>;
 
     // --- handlers ------------------------------------------------------------------------------
 

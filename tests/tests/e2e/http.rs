@@ -242,12 +242,25 @@ async fn uploads_go_to_the_second_port_and_can_be_referred_to() {
     // Content-addressed: the same bytes again give the same reference.
     let (_, _, again) = post_raw(&upload_uri, None, blob.clone()).await;
     assert!(String::from_utf8_lossy(&again).contains(&reference));
-    let fetched = reqwest::get(&reference)
-        .await
-        .expect("GET")
-        .bytes()
-        .await
-        .expect("bytes");
+    let fetched = reqwest::get(&reference).await.expect("GET");
+    let header = |name: &str| {
+        fetched
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    // Served as a download, never rendered: a peer's upload must not become a page of this origin.
+    assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
+    assert_eq!(
+        header("content-disposition").as_deref(),
+        Some("attachment; filename=\"data.bin\"")
+    );
+    assert_eq!(
+        header("content-security-policy").as_deref(),
+        Some("sandbox")
+    );
+    let fetched = fetched.bytes().await.expect("bytes");
     assert_eq!(fetched.as_ref(), blob.as_slice());
 
     let with_ref = json!({"format": "text", "subformat": "english", "content": "help",

@@ -125,7 +125,7 @@ async fn concurrent_proposals(settings: parley::config::Settings, n: usize) {
 #[tokio::test]
 async fn racing_meta_protocol_messages_give_one_success_and_409s_on_sqlite() {
     let dir = tempfile::tempdir().expect("tempdir");
-    concurrent_proposals(test_settings(dir.path()), 3).await;
+    concurrent_proposals(test_settings(dir.path()), 10).await;
 }
 
 #[tokio::test]
@@ -134,7 +134,7 @@ async fn racing_meta_protocol_messages_give_one_success_and_409s_on_postgres() {
     let (url, database) = parley_store::testing::fresh_postgres_url().await;
     let mut settings = test_settings(dir.path());
     settings.database_url = Some(url);
-    concurrent_proposals(settings, 3).await;
+    concurrent_proposals(settings, 10).await;
     database
         .drop_database()
         .await

@@ -1,5 +1,6 @@
 //! What the modules share: the lock on the process's model counters, the example product
-//! protocol, a request for it, and a requester with a store of its own.
+//! protocol, a request for it, a requester with a store of its own, and connections from a
+//! second loopback address.
 
 use std::path::Path;
 
@@ -29,4 +30,27 @@ pub async fn new_requester(dir: &Path) -> Requester {
         .await
         .expect("requester store");
     Requester::new(store)
+}
+
+/// A second loopback address: a peer other than the tests' usual 127.0.0.1.
+pub const OTHER: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+
+/// A TCP connection to `server` from `from`.
+pub async fn connect_from(
+    from: std::net::IpAddr,
+    server: std::net::SocketAddr,
+) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(std::net::SocketAddr::new(from, 0))
+        .expect("bind a loopback address");
+    socket.connect(server).await.expect("connect")
+}
+
+/// An HTTP client whose connections come from `from`.
+pub fn client_from(from: std::net::IpAddr) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .expect("client")
 }

@@ -5,8 +5,8 @@
 //! | section | heading words recognised (any level, any case, numbering and `:` ignored) | needed |
 //! | --- | --- | --- |
 //! | requirements | `Requirements`, `Requirement`, `Purpose`, `Goal` | no |
-//! | process | `Process`, `Process Description`, `Interaction Flow`, `Flow`, `Interaction` | no |
-//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)` | **yes** |
+//! | process | `Process`, `Process Description`, `Interaction Flow`, `Flow`, `Protocol Flow`, `Interaction` | no |
+//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)`, `Request Message Format`, `Response Message Format`, `Message Structure` | **yes** |
 //! | error handling | `Error Handling`, `Errors`, `Error Codes` | no |
 //! | test cases | `Test Cases`, `Tests`, `Test Case` (without a number) | no |
 //!
@@ -23,6 +23,12 @@
 //! (e.g. `## Response Message`), its `title` (e.g. `ProductInfoRequest`), and finally document
 //! order (first request, then response). A missing schema, two candidates for one role, or a
 //! schema that does not compile is a [`ProtocolError`] naming the role.
+//!
+//! A document may show an example message instead of a schema (AgentConnect's generator writes
+//! `{"messageId": "<16 chars>", …}`): when the section has no schema for a role but exactly one
+//! example JSON object for it (its role decided as above), the schema is derived from the example
+//! (see `derive` for the rules: every shown field required, placeholder strings such as
+//! `"<integer>"` name their type) and [`ProtocolDoc::inferred`] says what was inferred.
 //!
 //! # Test cases
 //! The test cases section holds a JSON array (fenced or bare), or several, of objects:
@@ -51,14 +57,21 @@
 //!   with no matching entry fails (see [`Fixtures::answer`]).
 //!
 //! Seed 002's own prose form is read too: under each `Test Case …` heading, the first JSON value
-//! after a line mentioning "request" is the request and the first after a line mentioning
-//! "response" is the expected response (with `match: subset` and no fixtures).
+//! after a line mentioning "request" (or "input") is the request and the first after a line
+//! mentioning "response", "reply", "expected", "output" or "result" is the expected response
+//! (with `match: subset` and no fixtures).
+//!
+//! # Bounded work
+//! A document read from a peer is parsed with [`ProtocolDoc::parse_within`] and its
+//! [`DocLimits`]; every schema's regular expressions run in linear time (see [`limits`]).
 //!
 //! # Invariants
 //! - `ProtocolDoc` keeps the exact text it was parsed from; [`ProtocolDoc::hash`] is
 //!   [`ProtocolHash::of`] that text.
 //! - A `ProtocolDoc` always has compiled request and response schemas.
 
+mod derive;
+pub mod limits;
 mod schemas;
 mod sections;
 mod test_cases;
@@ -69,6 +82,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use self::limits::DocLimits;
+use self::limits::compile;
 use self::schemas::find_schemas;
 use self::sections::{Section, split_sections};
 use self::test_cases::find_test_cases;
@@ -124,6 +139,13 @@ pub enum ProtocolError {
         name: String,
         message: String,
     },
+    /// The document asks for more work than the reader's [`DocLimits`] allow.
+    #[error("the protocol document has {count} {what}; at most {limit} are accepted")]
+    TooComplex {
+        what: &'static str,
+        count: usize,
+        limit: usize,
+    },
 }
 
 impl ProtocolError {
@@ -137,6 +159,7 @@ impl ProtocolError {
             ProtocolError::InvalidJson { .. } => "invalid_json",
             ProtocolError::InvalidSchema { .. } => "invalid_schema",
             ProtocolError::InvalidTestCase { .. } => "invalid_test_case",
+            ProtocolError::TooComplex { .. } => "protocol_too_complex",
         }
     }
 }
@@ -257,6 +280,7 @@ pub struct ProtocolDoc {
     request_validator: jsonschema::Validator,
     response_validator: jsonschema::Validator,
     test_cases: Vec<TestCase>,
+    inferred: Vec<String>,
 }
 
 impl std::fmt::Debug for ProtocolDoc {
@@ -271,9 +295,25 @@ impl std::fmt::Debug for ProtocolDoc {
 }
 
 impl ProtocolDoc {
-    /// Parses a protocol document. The text is kept byte for byte.
+    /// Parses a protocol document. The text is kept byte for byte. For a text already agreed
+    /// or written here; one from a peer is read with [`ProtocolDoc::parse_within`].
     pub fn parse(text: impl Into<String>) -> Result<Self, ProtocolError> {
-        let text = text.into();
+        Self::parse_bounded(text.into(), None)
+    }
+
+    /// Parses a protocol document from a peer: one over `limits` is refused before its schemas
+    /// are compiled ([`ProtocolError::TooComplex`]).
+    pub fn parse_within(
+        text: impl Into<String>,
+        limits: &DocLimits,
+    ) -> Result<Self, ProtocolError> {
+        Self::parse_bounded(text.into(), Some(limits))
+    }
+
+    fn parse_bounded(text: String, limits: Option<&DocLimits>) -> Result<Self, ProtocolError> {
+        if let Some(limits) = limits {
+            limits.check_bytes(&text)?;
+        }
         if text.trim().is_empty() {
             return Err(ProtocolError::Empty);
         }
@@ -294,13 +334,20 @@ impl ProtocolDoc {
             .ok_or(ProtocolError::MissingSection {
                 section: Section::DataFormat.title(),
             })?;
-        let (request_schema, response_schema) = find_schemas(&data.elements)?;
+        let schemas = find_schemas(&data.elements)?;
+        if let Some(limits) = limits {
+            limits.check_schemas(&schemas.request, &schemas.response)?;
+        }
+        let (request_schema, response_schema) = (schemas.request, schemas.response);
         let request_validator = compile(SchemaRole::Request, &request_schema)?;
         let response_validator = compile(SchemaRole::Response, &response_schema)?;
         let test_cases = match bodies.get(&Section::TestCases) {
             Some(body) => find_test_cases(&body.elements)?,
             None => Vec::new(),
         };
+        if let Some(limits) = limits {
+            limits.check_test_cases(test_cases.len())?;
+        }
         let hash = ProtocolHash::of(&text);
         Ok(Self {
             text,
@@ -311,6 +358,7 @@ impl ProtocolDoc {
             request_validator,
             response_validator,
             test_cases,
+            inferred: schemas.inferred,
         })
     }
 
@@ -343,6 +391,12 @@ impl ProtocolDoc {
         }
     }
 
+    /// What the reader inferred because the document left it open (a schema derived from an
+    /// example message, see below), in words; empty for a document that specifies everything.
+    pub fn inferred(&self) -> &[String] {
+        &self.inferred
+    }
+
     /// The negotiated test cases, in document order (possibly none).
     pub fn test_cases(&self) -> &[TestCase] {
         &self.test_cases
@@ -365,6 +419,18 @@ pub fn parse_test_cases(text: &str) -> Result<Vec<TestCase>, ProtocolError> {
     let els = elements(text);
     let refs: Vec<&Element> = els.iter().collect();
     find_test_cases(&refs)
+}
+
+/// [`parse_test_cases`] for test cases from a peer, within `limits` (their text's length and
+/// their number).
+pub fn parse_test_cases_within(
+    text: &str,
+    limits: &DocLimits,
+) -> Result<Vec<TestCase>, ProtocolError> {
+    limits.check_bytes(text)?;
+    let cases = parse_test_cases(text)?;
+    limits.check_test_cases(cases.len())?;
+    Ok(cases)
 }
 
 fn violations(
@@ -398,19 +464,4 @@ fn violations(
         errors.push("…".to_owned());
     }
     Err(SchemaViolation { role, errors })
-}
-
-fn compile(role: SchemaRole, schema: &Value) -> Result<jsonschema::Validator, ProtocolError> {
-    // Draft 2020-12 unless the schema names its own draft; remote `$ref`s cannot resolve
-    // (the crate is built without resolvers), so a protocol is self-contained by construction.
-    let names_draft = schema.get("$schema").is_some_and(Value::is_string);
-    let result = if names_draft {
-        jsonschema::validator_for(schema)
-    } else {
-        jsonschema::draft202012::new(schema)
-    };
-    result.map_err(|e| ProtocolError::InvalidSchema {
-        role,
-        message: e.to_string(),
-    })
 }

@@ -167,6 +167,26 @@ async fn path_template_is_percent_encoded_and_query_and_headers_are_sent() {
 }
 
 #[tokio::test]
+async fn path_placeholders_cannot_leave_their_segment() {
+    let caps = loaded().await;
+    for id in ["..", ".", ""] {
+        let err = caps
+            .invoke("echo", json!({ "id": id }))
+            .await
+            .expect_err("a dot segment or an empty one is refused");
+        assert_eq!(err.code(), "invalid_arguments", "{id:?}: {err}");
+        assert!(err.to_string().contains("change the URL's path"), "{err}");
+    }
+    // Dots inside a value are ordinary characters of one segment.
+    let out = caps
+        .invoke("echo", json!({"id": "..x", "q": ".."}))
+        .await
+        .expect("a value that is not a dot segment is fine, and the query is not a path");
+    assert_eq!(out["path"], "/echo/..x");
+    assert_eq!(out["query"], "q=..");
+}
+
+#[tokio::test]
 async fn result_pointer_and_404_mapping() {
     let caps = loaded().await;
     let found = caps

@@ -12,6 +12,20 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// Largest out-of-band upload, in bytes.
     pub max_upload_bytes: usize,
+    /// Most bytes all stored uploads may take together; an upload that would go beyond is
+    /// refused (507, `upload_quota_exceeded`). Uploads received at the same moment are checked
+    /// against the same total, so the quota may be passed by at most
+    /// `max_concurrent_uploads` uploads.
+    pub max_upload_storage_bytes: u64,
+    /// Most uploads received at once; one more is answered 429 `too_many_uploads`. An upload is
+    /// held in memory while it arrives.
+    pub max_concurrent_uploads: usize,
+    /// Most uploads one client address may send at once (429 `too_many_uploads` beyond).
+    pub max_concurrent_uploads_per_address: usize,
+    /// Longest an upload's body may take to arrive (else 408, `request_timeout`).
+    pub upload_timeout_ms: u64,
+    /// Most messages a conversation's log keeps; the oldest are deleted as new ones come.
+    pub max_conversation_messages: u32,
     /// Longest time one request may take before it is answered with a timeout error; an HTTP
     /// request's body must also arrive within it (else 408, `request_timeout`).
     pub request_timeout_ms: u64,
@@ -20,16 +34,30 @@ pub struct Limits {
     pub ws_ping_interval_ms: u64,
     /// How many earlier messages of a conversation the reasoner sees.
     pub history_messages: u32,
-    /// Requests per second allowed per client address (0 turns rate limiting off).
+    /// NLIP messages (over HTTP or WebSocket) and uploads per second allowed per client
+    /// address (an IPv4 address, or an IPv6 /64); more are answered 429 `rate_limited` with a
+    /// `Retry-After`. 0 turns rate limiting off.
     pub rate_limit_per_second: u32,
     /// Burst size on top of the steady rate.
     pub rate_limit_burst: u32,
     /// Most concurrent requests the server works on; more wait in line.
     pub max_concurrent_requests: usize,
-    /// Most open client connections on the NLIP listener, WebSocket sessions included; at the
-    /// limit the listener stops accepting until one closes (new peers wait in the kernel's
-    /// backlog).
+    /// Most requests (NLIP messages over HTTP, uploads) one client address may have in flight
+    /// at once; one more is answered 429 `too_many_in_flight` at once, so one address cannot
+    /// hold every permit of `max_concurrent_requests`.
+    pub max_concurrent_requests_per_address: usize,
+    /// Most open client connections on each listener (NLIP and uploads), WebSocket sessions
+    /// included; at the limit a listener stops accepting until one closes (new peers wait in
+    /// the kernel's backlog).
     pub max_connections: usize,
+    /// Most open connections one client address may have, both listeners together; a
+    /// connection beyond it is closed as soon as it is accepted, so one address cannot fill
+    /// `max_connections`.
+    pub max_connections_per_address: usize,
+    /// Longest a reply may take to be written to a peer: a WebSocket peer that does not read
+    /// its answers (or pings) within it is disconnected, and a connection being closed whose
+    /// peer does not read the last answer is dropped after it.
+    pub send_timeout_ms: u64,
     /// How long a client may take to send a request's head over HTTP/1, counted from the
     /// connection's start, or on a kept-alive connection from the previous answer; a
     /// connection that takes longer is closed, so silent, idle or trickling peers cannot hold
@@ -47,13 +75,21 @@ impl Default for Limits {
         Limits {
             max_message_bytes: 1 << 20,
             max_upload_bytes: 64 << 20,
+            max_upload_storage_bytes: 1 << 30,
+            max_concurrent_uploads: 8,
+            max_concurrent_uploads_per_address: 2,
+            upload_timeout_ms: 300_000,
+            max_conversation_messages: 1_000,
             request_timeout_ms: 30_000,
             ws_ping_interval_ms: 20_000,
             history_messages: 20,
-            rate_limit_per_second: 0,
-            rate_limit_burst: 50,
+            rate_limit_per_second: 100,
+            rate_limit_burst: 200,
             max_concurrent_requests: 1024,
+            max_concurrent_requests_per_address: 32,
             max_connections: 10_000,
+            max_connections_per_address: 128,
+            send_timeout_ms: 10_000,
             header_read_timeout_ms: 30_000,
             shutdown_flush_ms: 5_000,
         }
@@ -68,6 +104,34 @@ impl Limits {
         }
         if l.max_upload_bytes == 0 {
             return Err(invalid("limits.max_upload_bytes", "must be positive"));
+        }
+        if l.max_upload_storage_bytes < l.max_upload_bytes as u64 {
+            return Err(invalid(
+                "limits.max_upload_storage_bytes",
+                "must be at least limits.max_upload_bytes",
+            ));
+        }
+        let positive = [
+            ("limits.max_concurrent_uploads", l.max_concurrent_uploads),
+            (
+                "limits.max_concurrent_uploads_per_address",
+                l.max_concurrent_uploads_per_address,
+            ),
+            (
+                "limits.upload_timeout_ms",
+                usize::from(l.upload_timeout_ms > 0),
+            ),
+        ];
+        for (setting, value) in positive {
+            if value == 0 {
+                return Err(invalid(setting, "must be positive"));
+            }
+        }
+        if l.max_conversation_messages < l.history_messages.max(1) {
+            return Err(invalid(
+                "limits.max_conversation_messages",
+                "must be at least limits.history_messages (and at least 1)",
+            ));
         }
         if l.request_timeout_ms == 0 {
             return Err(invalid("limits.request_timeout_ms", "must be positive"));
@@ -87,6 +151,21 @@ impl Limits {
         if l.max_connections == 0 {
             return Err(invalid("limits.max_connections", "must be positive"));
         }
+        if l.max_connections_per_address == 0 {
+            return Err(invalid(
+                "limits.max_connections_per_address",
+                "must be positive",
+            ));
+        }
+        if l.max_concurrent_requests_per_address == 0 {
+            return Err(invalid(
+                "limits.max_concurrent_requests_per_address",
+                "must be positive",
+            ));
+        }
+        if l.send_timeout_ms == 0 {
+            return Err(invalid("limits.send_timeout_ms", "must be positive"));
+        }
         if l.header_read_timeout_ms == 0 {
             return Err(invalid("limits.header_read_timeout_ms", "must be positive"));
         }
@@ -97,5 +176,54 @@ impl Limits {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One address cannot take what the server has for everyone on the defaults: its
+    /// connections, requests in flight and uploads are a share of the server's, and its rate is
+    /// limited.
+    #[test]
+    fn the_defaults_leave_room_for_other_addresses() {
+        let l = Limits::default();
+        assert!(l.max_connections_per_address * 10 <= l.max_connections);
+        assert!(l.max_concurrent_requests_per_address * 10 <= l.max_concurrent_requests);
+        assert!(l.max_concurrent_uploads_per_address * 2 <= l.max_concurrent_uploads);
+        assert!(l.rate_limit_per_second > 0 && l.rate_limit_burst > 0);
+        assert!(l.send_timeout_ms <= l.request_timeout_ms);
+        l.validate().expect("the defaults are valid");
+    }
+
+    #[test]
+    fn per_address_limits_must_be_positive() {
+        for (limits, setting) in [
+            (
+                Limits {
+                    max_connections_per_address: 0,
+                    ..Limits::default()
+                },
+                "limits.max_connections_per_address",
+            ),
+            (
+                Limits {
+                    max_concurrent_requests_per_address: 0,
+                    ..Limits::default()
+                },
+                "limits.max_concurrent_requests_per_address",
+            ),
+            (
+                Limits {
+                    send_timeout_ms: 0,
+                    ..Limits::default()
+                },
+                "limits.send_timeout_ms",
+            ),
+        ] {
+            let err = limits.validate().expect_err(setting);
+            assert!(err.to_string().contains(setting), "{err}");
+        }
     }
 }

@@ -72,11 +72,19 @@ impl Encoding {
     }
 }
 
+/// An error as an HTTP response: its status, its NLIP form, and a `Retry-After` when the same
+/// request may pass later.
 pub(super) fn error_response(
     encoding: Encoding,
     error: ApiError,
 ) -> Response<http_body_util::Full<Bytes>> {
-    encoding.respond(error.status(), &bare_error(&error))
+    let mut response = encoding.respond(error.status(), &bare_error(&error));
+    if let Some(seconds) = error.retry_after() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// Reads a body of at most `limit` bytes; a longer one is a 413 in NLIP form. A body that
@@ -125,7 +133,8 @@ where
     })
 }
 
-/// One NLIP message over HTTP: the concurrency permit, the panic guard, then the exchange.
+/// One NLIP message over HTTP: the panic guard, the address's admission (rate, requests in
+/// flight), the concurrency permit, then the exchange.
 pub(super) async fn nlip_post<B>(
     state: &AppState,
     peer: SocketAddr,
@@ -135,9 +144,6 @@ where
     B: hyper::body::Body<Data = Bytes>,
     B::Error: std::fmt::Display,
 {
-    // Requests beyond the limit wait here, before their body is read. (`acquire` only fails
-    // on a closed semaphore, and nothing closes this one.)
-    let _permit = state.permits.acquire().await.ok();
     let exchange = async {
         // Only the Content-Type is needed: it is read in place, and the rest of the head is
         // dropped before the first await rather than carried through the exchange.
@@ -149,9 +155,14 @@ where
             Ok(e) => e,
             Err(e) => return error_response(Encoding::Json, e),
         };
-        if let Err(e) = state.check_rate(peer) {
-            return error_response(encoding, e);
-        }
+        // An address over its rate or its requests in flight is answered at once; the others
+        // wait here for a permit of `max_concurrent_requests`, before their body is read.
+        // (`acquire` only fails on a closed semaphore, and nothing closes this one.)
+        let _address = match state.admission.admit(peer) {
+            Ok(guard) => guard,
+            Err(e) => return error_response(encoding, e),
+        };
+        let _permit = state.permits.acquire().await.ok();
         // The body must arrive within the request timeout: a peer that sends it slowly, or stops
         // half-way, holds a concurrency permit only that long. (A body already received, the
         // usual case, is read without arming a timer.)

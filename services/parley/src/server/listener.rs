@@ -1,5 +1,7 @@
-//! The NLIP listener: its own accept loop over hyper-util's HTTP/1.1 + HTTP/2 connection
-//! builder, one connection slot per connection, the head and idle timeouts, graceful shutdown.
+//! The listeners: one accept loop over hyper-util's HTTP/1.1 + HTTP/2 connection builder, used
+//! by the NLIP listener and the upload listener alike: one connection slot per connection, at
+//! most `limits.max_connections_per_address` connections per client address, the head, idle and
+//! send timeouts, graceful shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,30 +15,47 @@ use axum::response::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
-use super::{AppState, app, http, prepare_socket};
+use super::admission::AddressGuard;
+use super::{AppState, http, prepare_socket};
+use crate::peer::PeerAddress;
 
-/// The NLIP listener: one hyper connection (HTTP/1.1 or HTTP/2, with upgrades for WebSocket)
-/// per accepted socket, each served by an [`NlipService`] that knows its peer's address.
-/// After `stop`, it accepts no more connections, asks each open one to finish its in-flight
-/// request and close, and returns once all have.
-pub(super) async fn serve_nlip(
+/// What a listener answers itself, before its router: the NLIP listener answers `POST /nlip`
+/// (the hot path), the upload listener nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HotPath {
+    NlipPost,
+    None,
+}
+
+/// A listener: one hyper connection (HTTP/1.1 or HTTP/2, with upgrades for WebSocket) per
+/// accepted socket, each served by an [`NlipService`] that knows its peer's address. A
+/// connection from an address that already holds `limits.max_connections_per_address` is
+/// closed as soon as it is accepted. After `stop`, it accepts no more connections, asks each
+/// open one to finish its in-flight request and close, and returns once all have.
+pub(super) async fn serve(
     state: AppState,
     listener: TcpListener,
+    router: Router,
+    hot_path: HotPath,
     stop: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let shared = Arc::new(Shared {
-        router: app(state.clone()),
+        router,
         state,
+        hot_path,
     });
     let limits = &shared.state.limits;
     let connection = Arc::new(Connection {
         builder: connection_builder(&shared.state),
         head_timeout: Duration::from_millis(limits.header_read_timeout_ms),
-        // Stopping: every connection finishes the requests it has and closes; `serve_nlip`
+        send_timeout: Duration::from_millis(limits.send_timeout_ms),
+        request_timeout: Duration::from_millis(limits.request_timeout_ms),
+        // Stopping: every connection finishes the requests it has and closes; `serve`
         // returns once all have.
         stopping: tokio_util::sync::CancellationToken::new(),
     });
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let per_address = Arc::clone(&shared.state.admission.connections);
     let connections = tokio_util::task::TaskTracker::new();
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -47,11 +66,9 @@ pub(super) async fn serve_nlip(
             );
         }
         // Nothing closes the semaphore; `Err` cannot happen.
-        let slot = tokio::select! {
+        let permit = tokio::select! {
             slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(permit) => ConnectionSlot {
-                    _permit: Arc::new(permit),
-                },
+                Ok(permit) => permit,
                 Err(_) => break,
             },
             () = &mut stop => break,
@@ -66,13 +83,25 @@ pub(super) async fn serve_nlip(
             },
             () = &mut stop => break,
         };
+        let Some(address) = per_address.try_acquire(PeerAddress::of(peer)) else {
+            // No request exists yet to answer: the connection is closed, and its slot freed.
+            tracing::debug!(
+                %peer,
+                limit = limits.max_connections_per_address,
+                "connection refused: limits.max_connections_per_address reached for its address"
+            );
+            crate::metrics::refused("connections_per_address");
+            continue;
+        };
         prepare_socket(&stream);
         // The service lives as long as the connection, and with it the slot; a WebSocket
         // session takes a clone along when the connection is upgraded.
         let service = NlipService {
             shared: shared.clone(),
             peer,
-            slot,
+            slot: ConnectionSlot {
+                _held: Arc::new((permit, address)),
+            },
             activity: Arc::default(),
         };
         connections.spawn(Arc::clone(&connection).serve(stream, service));
@@ -111,6 +140,8 @@ type Builder = hyper_util::server::conn::auto::Builder<TokioExecutor>;
 struct Connection {
     builder: Builder,
     head_timeout: Duration,
+    send_timeout: Duration,
+    request_timeout: Duration,
     stopping: tokio_util::sync::CancellationToken,
 }
 
@@ -139,7 +170,11 @@ impl Connection {
         // Closed gracefully (HTTP/2: GOAWAY, then the streams in flight finish) when the
         // server stops, or when no request has been in flight for one to two head timeouts:
         // HTTP/1 has hyper's head timer for that, HTTP/2 nothing else, and an idle peer that
-        // answers pings would hold its connection slot for ever.
+        // answers pings would hold its connection slot for ever. A connection that has not
+        // finished closing within its grace (the answers in flight, then the send timeout: a
+        // peer that does not read its last answer) is dropped.
+        let grace = tokio::time::sleep(Duration::MAX);
+        let mut grace = std::pin::pin!(grace);
         let mut closing = false;
         let ended = loop {
             tokio::select! {
@@ -148,11 +183,18 @@ impl Connection {
                 () = self.stopping.cancelled(), if !closing => {
                     closing = true;
                     connection.as_mut().graceful_shutdown();
+                    let within = self.request_timeout + self.send_timeout;
+                    grace.as_mut().reset(tokio::time::Instant::now() + within);
                 }
                 () = activity.idle(self.head_timeout), if !closing => {
                     tracing::debug!(%peer, "connection closed: idle for the head timeout");
                     closing = true;
                     connection.as_mut().graceful_shutdown();
+                    grace.as_mut().reset(tokio::time::Instant::now() + self.send_timeout);
+                }
+                () = &mut grace, if closing => {
+                    tracing::debug!(%peer, "connection dropped: it did not finish closing in time");
+                    break Ok(());
                 }
             }
         };
@@ -221,11 +263,12 @@ async fn accept_failed(e: std::io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
-/// What every connection of the NLIP listener shares.
+/// What every connection of a listener shares.
 #[derive(Debug)]
 struct Shared {
     state: AppState,
     router: Router,
+    hot_path: HotPath,
 }
 
 /// The hyper service of one NLIP connection. `POST /nlip` (the hot path: every NLIP message
@@ -241,11 +284,12 @@ struct NlipService {
     activity: Arc<Activity>,
 }
 
-/// One of the listener's `limits.max_connections` slots, held by a connection and by the
-/// WebSocket session it was upgraded to; freed when both are gone.
+/// One of the listener's `limits.max_connections` slots and one of its address's
+/// `limits.max_connections_per_address`, held by a connection and by the WebSocket session it
+/// was upgraded to; freed when both are gone.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnectionSlot {
-    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+    _held: Arc<(tokio::sync::OwnedSemaphorePermit, AddressGuard)>,
 }
 
 type NlipBody = http_body_util::Either<http_body_util::Full<Bytes>, Body>;
@@ -261,7 +305,8 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
         let shared = self.shared.clone();
         let peer = self.peer;
         let in_flight = self.activity.begin();
-        if request.method() == axum::http::Method::POST
+        if shared.hot_path == HotPath::NlipPost
+            && request.method() == axum::http::Method::POST
             && matches!(request.uri().path(), "/nlip" | "/nlip/")
         {
             return Box::pin(async move {

@@ -3,24 +3,25 @@
 //! [`Agent`], and encode; every failure leaves as an NLIP message.
 //!
 //! # Layout
-//! - `listener`: the NLIP listener's accept loop and its per-connection service, which
-//!   answers `POST /nlip` itself and hands every other request to the router (`app`).
+//! - `listener`: the accept loop both listeners run and its per-connection service, which
+//!   answers `POST /nlip` itself on the NLIP listener and hands every other request to the
+//!   listener's router (`app`, `upload_app`).
+//! - `admission`: what one client address may hold (connections, requests in flight) and its
+//!   request rate.
 //! - `http`: `POST /nlip` and the small HTTP end-points (metrics, 404, 405).
 //! - `health`: `/health/live`, `/health/ready` and `/health`, and the [`Readiness`] start-up
 //!   reports into.
 //! - `websocket`: `/nlip/ws` (CBOR) and `/nlip/ws/text` (JSON).
+//! - `anp`: `/anp`, the meta-protocol's seed-002 framing (`negotiation::anp`).
 //! - `upload`: the upload listener's routes.
 
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{any, get};
-use axum::serve::ListenerExt as _;
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use parley_nlip::Message;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::Instrument as _;
@@ -29,6 +30,8 @@ use crate::agent::{Agent, Reply};
 use crate::config::Limits;
 use crate::error::ApiError;
 
+mod admission;
+mod anp;
 mod health;
 mod http;
 mod listener;
@@ -46,34 +49,28 @@ pub struct AppState {
     pub limits: Limits,
     /// What `/health/ready` reports beyond the database.
     pub readiness: Arc<Readiness>,
-    limiter: Option<Arc<DefaultKeyedRateLimiter<IpAddr>>>,
+    /// Per-address connections, requests in flight and rate.
+    admission: Arc<admission::Admission>,
     /// `limits.max_concurrent_requests`: NLIP requests beyond it wait for a permit.
     permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     pub fn new(agent: Arc<Agent>, limits: Limits, readiness: Arc<Readiness>) -> Self {
-        let limiter = NonZeroU32::new(limits.rate_limit_per_second).map(|rate| {
-            let burst = NonZeroU32::new(limits.rate_limit_burst).unwrap_or(rate);
-            Arc::new(RateLimiter::keyed(
-                Quota::per_second(rate).allow_burst(burst),
-            ))
-        });
         let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_requests));
         AppState {
             agent,
+            admission: Arc::new(admission::Admission::new(&limits)),
             limits,
             readiness,
-            limiter,
             permits,
         }
     }
 
+    /// The rate check of one message from `peer` (a WebSocket message: its session already
+    /// counts as one of the address's connections, and answers one message at a time).
     pub(crate) fn check_rate(&self, peer: SocketAddr) -> Result<(), ApiError> {
-        match &self.limiter {
-            Some(l) if l.check_key(&peer.ip()).is_err() => Err(ApiError::RateLimited),
-            _ => Ok(()),
-        }
+        self.admission.check_rate(peer)
     }
 
     /// Runs the agent under the request timeout, in an `nlip.request` span (`transport`:
@@ -121,6 +118,7 @@ fn app(state: AppState) -> Router {
         .route("/nlip/", any(method_not_allowed))
         .route("/nlip/ws", route(Framing::Cbor).layer(guard()))
         .route("/nlip/ws/text", route(Framing::Text).layer(guard()))
+        .route("/anp", get(anp::upgrade).layer(guard()))
         .route("/health", get(health::health).layer(guard()))
         .route("/health/live", get(health::live).layer(guard()))
         .route("/health/ready", get(health::ready).layer(guard()))
@@ -140,18 +138,43 @@ pub async fn serve(
     let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let main = listener::serve_nlip(state.clone(), listener, wait(rx.clone()));
-    let uploads = axum::serve(
-        upload_listener.tap_io(|stream| prepare_socket(stream)),
-        upload_app(state).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(wait(rx));
+    use listener::HotPath;
+    let main = listener::serve(
+        state.clone(),
+        listener,
+        app(state.clone()),
+        HotPath::NlipPost,
+        wait(rx.clone()),
+    );
+    let uploads = listener::serve(
+        state.clone(),
+        upload_listener,
+        upload_app(state.clone()),
+        HotPath::None,
+        wait(rx.clone()),
+    );
+    // The rate limiter keeps a little state per address it has seen; addresses quiet for
+    // longer than their burst takes to refill are forgotten once a minute.
+    let forget = {
+        let admission = Arc::clone(&state.admission);
+        let stopped = wait(rx);
+        async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60));
+            let mut stopped = std::pin::pin!(stopped);
+            loop {
+                tokio::select! {
+                    _ = every.tick() => admission.forget_quiet(),
+                    () = &mut stopped => break,
+                }
+            }
+        }
+    };
     let trigger = async move {
         shutdown.await;
         tracing::info!("shutting down: draining in-flight requests");
         let _ = tx.send(true);
     };
-    let (a, b, ()) = tokio::join!(main, async { uploads.await }, trigger);
+    let (a, b, (), ()) = tokio::join!(main, uploads, forget, trigger);
     a.and(b)
 }
 

@@ -1,5 +1,7 @@
 //! Out-of-band uploads (ECMA-430 §6.4) on their own listener: content-addressed in the store,
-//! named in the reply by their URI.
+//! named in the reply by their URI. An upload is held in memory while it arrives, so how many
+//! arrive at once is capped (`limits.max_concurrent_uploads`, and per address), and what they
+//! take together in the store (`limits.max_upload_storage_bytes`).
 
 use std::net::SocketAddr;
 
@@ -37,10 +39,18 @@ async fn post_upload(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(e) = state.check_rate(peer) {
-        return error_response(Encoding::Json, e).into_response();
-    }
-    let bytes = match read_body(body, state.limits.max_upload_bytes).await {
+    // Nothing waits: an address over its rate or its share, or a server receiving as many
+    // uploads as it takes at once, answers 429 at once.
+    let _slot = match state.admission.admit_upload(peer) {
+        Ok(slot) => slot,
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
+    };
+    let ms = state.limits.upload_timeout_ms;
+    let body = tokio::time::timeout(
+        std::time::Duration::from_millis(ms),
+        read_body(body, state.limits.max_upload_bytes),
+    );
+    let bytes = match body.await.unwrap_or(Err(ApiError::SlowBody(ms))) {
         Ok(b) => b,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };
@@ -65,9 +75,41 @@ async fn get_upload(State(state): State<AppState>, Path(id): Path<String>) -> Re
         Ok(Some(upload)) => {
             let ct = HeaderValue::from_str(&upload.meta.content_type)
                 .unwrap_or(HeaderValue::from_static("application/octet-stream"));
-            (StatusCode::OK, [(header::CONTENT_TYPE, ct)], upload.bytes).into_response()
+            // Peers choose what they upload: serve it as a download that no browser renders or
+            // sniffs, so uploaded HTML or script never runs as a page of this origin.
+            let headers = [
+                (header::CONTENT_TYPE, ct),
+                (
+                    header::CONTENT_DISPOSITION,
+                    attachment(upload.meta.filename.as_deref()),
+                ),
+                (
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                ),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    HeaderValue::from_static("sandbox"),
+                ),
+            ];
+            (StatusCode::OK, headers, upload.bytes).into_response()
         }
         Ok(None) => error_response(Encoding::Json, ApiError::UploadNotFound(id)).into_response(),
         Err(e) => error_response(Encoding::Json, e).into_response(),
+    }
+}
+
+/// `attachment`, with the uploader's file name when it is plain enough to quote as it is.
+fn attachment(filename: Option<&str>) -> HeaderValue {
+    let plain = |name: &str| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ' '))
+    };
+    match filename.filter(|name| plain(name)) {
+        Some(name) => HeaderValue::from_str(&format!("attachment; filename=\"{name}\""))
+            .unwrap_or(HeaderValue::from_static("attachment")),
+        None => HeaderValue::from_static("attachment"),
     }
 }

@@ -62,9 +62,25 @@ fn upgrade(
         })
 }
 
+/// Sends `message`, or gives up after `within`: a peer that does not read what it is sent
+/// cannot hold its session (and its connection slot) open by never reading. `false` when the
+/// session is over.
+async fn send_within(socket: &mut WebSocket, message: WsMessage, within: Duration) -> bool {
+    match tokio::time::timeout(within, socket.send(message)).await {
+        Ok(sent) => sent.is_ok(),
+        Err(_) => {
+            tracing::debug!("websocket peer does not read: closing");
+            crate::metrics::refused("send_timeout");
+            false
+        }
+    }
+}
+
 /// One connection: messages are answered in order; pings keep it alive; a peer silent for
-/// three ping intervals is disconnected.
+/// three ping intervals, or one that does not read an answer or a ping within
+/// `limits.send_timeout_ms`, is disconnected.
 async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, framing: Framing) {
+    let within = Duration::from_millis(state.limits.send_timeout_ms);
     let interval = Duration::from_millis(state.limits.ws_ping_interval_ms);
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
@@ -84,7 +100,7 @@ async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, fr
                             code: axum::extract::ws::close_code::SIZE,
                             reason: "message too large or malformed frame".into(),
                         };
-                        let _ = socket.send(WsMessage::Close(Some(close))).await;
+                        send_within(&mut socket, WsMessage::Close(Some(close)), within).await;
                         break;
                     }
                 };
@@ -98,17 +114,18 @@ async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, fr
                     WsMessage::Close(_) => break,
                     WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
                 };
-                if socket.send(reply).await.is_err() {
+                if !send_within(&mut socket, reply, within).await {
                     break;
                 }
             }
             _ = ticker.tick() => {
                 if last_seen.elapsed() > interval * 3 {
                     tracing::debug!(%peer, "websocket idle: closing");
-                    let _ = socket.send(WsMessage::Close(None)).await;
+                    send_within(&mut socket, WsMessage::Close(None), within).await;
                     break;
                 }
-                if socket.send(WsMessage::Ping(Bytes::from_static(b"parley"))).await.is_err() {
+                let ping = WsMessage::Ping(Bytes::from_static(b"parley"));
+                if !send_within(&mut socket, ping, within).await {
                     break;
                 }
             }

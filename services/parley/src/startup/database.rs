@@ -85,13 +85,14 @@ impl PostgresServer {
         self.host.starts_with('/')
     }
 
-    /// Connects to the database at `url` on this server and migrates it; the server must be
-    /// reached and must answer within `timeout` (the migrations after that are not bounded:
-    /// another instance may be running them).
+    /// Connects to the database at `url` on this server with `options` and migrates it; the
+    /// server must be reached and must answer within `timeout` (the migrations after that are
+    /// not bounded: another instance may be running them).
     pub async fn connect(
         self,
         url: &str,
         timeout: Duration,
+        options: StoreOptions,
     ) -> Result<Arc<dyn Store>, PostgresError> {
         let deadline = Instant::now() + timeout;
         if !self.is_socket() {
@@ -114,7 +115,7 @@ impl PostgresServer {
         }
         let options = StoreOptions {
             connect_timeout: deadline.saturating_duration_since(Instant::now()),
-            ..StoreOptions::default()
+            ..options
         };
         parley_store::connect(url, options).await.map_err(|source| {
             // The store's first connection gave up at the deadline: the server did not answer.

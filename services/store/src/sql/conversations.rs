@@ -113,12 +113,7 @@ pub(super) async fn append_message(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::not_found(format!("conversation {conversation_id}")))?;
-    let entry = LogEntry {
-        seq,
-        direction,
-        message,
-        at: now,
-    };
+    let entry = LogEntry::new(seq, direction, message, now);
     let logged = append_entry(
         &mut tx,
         concat!(
@@ -131,6 +126,16 @@ pub(super) async fn append_message(
         entry,
     )
     .await?;
+    // Retention: the log keeps its newest `max_log_messages`; normally this deletes one row.
+    if let Some(keep) = store.max_log_messages
+        && seq > i64::from(keep)
+    {
+        sqlx::query("DELETE FROM conversation_messages WHERE conversation_id = $1 AND seq <= $2")
+            .bind(conversation_id)
+            .bind(seq - i64::from(keep))
+            .execute(&mut *tx)
+            .await?;
+    }
     tx.commit().await?;
     Ok(logged)
 }
@@ -154,8 +159,8 @@ pub(super) async fn list_messages(
     .bind(page_limit(limit))
     .fetch_all(&store.pool)
     .await?;
-    // An empty page is ambiguous; conversations are never deleted, so checking existence in a
-    // second statement cannot race with anything.
+    // An empty page is ambiguous; conversations are never deleted (only their oldest messages
+    // are), so checking existence in a second statement cannot race with anything.
     if rows.is_empty() && get(store, conversation_id).await?.is_none() {
         return Err(StoreError::not_found(format!("conversation {conversation_id}")).into());
     }

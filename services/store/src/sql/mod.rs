@@ -70,6 +70,17 @@ struct LogEntry<'a> {
     at: DateTime<Utc>,
 }
 
+impl<'a> LogEntry<'a> {
+    fn new(seq: i64, direction: Direction, message: &'a Value, at: DateTime<Utc>) -> Self {
+        LogEntry {
+            seq,
+            direction,
+            message,
+            at,
+        }
+    }
+}
+
 /// Inserts `entry` into a log with `insert` (binding the owner's key, the sequence number, the
 /// direction, the message and the time, in that order, and returning the message columns).
 async fn append_entry<K>(
@@ -214,6 +225,10 @@ impl crate::Store for SqlStore {
         traced(span!("store.upload_meta"), uploads::meta(self, id)).await
     }
 
+    async fn uploads_size(&self) -> Result<u64, StoreError> {
+        traced(span!("store.uploads_size"), uploads::total_size(self)).await
+    }
+
     // --- protocols and agreements --------------------------------------------------------------
 
     async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError> {
@@ -332,6 +347,17 @@ impl crate::Store for SqlStore {
         traced(
             span!("store.negotiations_for_protocol"),
             negotiations::for_protocol(self, hash),
+        )
+        .await
+    }
+
+    async fn fail_interrupted_negotiations(
+        &self,
+        before: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        traced(
+            span!("store.fail_interrupted_negotiations"),
+            negotiations::fail_interrupted(self, before),
         )
         .await
     }

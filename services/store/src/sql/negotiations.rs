@@ -50,12 +50,7 @@ pub(super) async fn append_transcript(
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::not_found(format!("negotiation {negotiation_id}")))?;
-    let entry = LogEntry {
-        seq,
-        direction,
-        message,
-        at: now,
-    };
+    let entry = LogEntry::new(seq, direction, message, now);
     let logged = append_entry(
         &mut tx,
         concat!(
@@ -161,4 +156,29 @@ pub(super) async fn for_protocol(
     .fetch_all(&store.pool)
     .await?;
     Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// The reason recorded for a negotiation whose last turn never finished.
+const INTERRUPTED: &str = "interrupted: the server stopped during a turn of this negotiation";
+
+pub(super) async fn fail_interrupted(
+    store: &SqlStore,
+    before: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, SqlError> {
+    let done = sqlx::query(
+        "UPDATE negotiations SET status = 'failed', reason = $2, ended_at = $3
+         WHERE status = 'negotiating'
+           AND ((last_seq = 0 AND started_at < $1)
+                OR EXISTS (SELECT 1 FROM negotiation_messages m
+                           WHERE m.negotiation_id = negotiations.id
+                             AND m.seq = negotiations.last_seq
+                             AND m.direction = 'inbound'
+                             AND m.created_at < $1))",
+    )
+    .bind(before)
+    .bind(INTERRUPTED)
+    .bind(now())
+    .execute(&store.pool)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -66,3 +66,12 @@ pub(super) async fn meta(store: &SqlStore, id: &str) -> Result<Option<UploadMeta
     .await?;
     Ok(row.map(Into::into))
 }
+
+pub(super) async fn total_size(store: &SqlStore) -> Result<u64, SqlError> {
+    // SUM is NULL over no rows, and an integer of the backend's width otherwise.
+    let total =
+        sqlx::query_scalar::<_, i64>("SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT) FROM uploads")
+            .fetch_one(&store.pool)
+            .await?;
+    Ok(u64::try_from(total).unwrap_or(0))
+}

@@ -1,8 +1,10 @@
 //! The integration tests of `parley-store`, in one test binary: one story over every operation
-//! on SQLite and PostgreSQL (`story`), resolving abbreviated protocol hashes (`prefix`), model
+//! on SQLite and PostgreSQL (`story`), log retention, the uploads' size and interrupted
+//! negotiations (`bounded`), resolving abbreviated protocol hashes (`prefix`), model
 //! calls and tokens per owner (`model_usage`), the connect timeout (`connect_timeout`), and the
 //! spans the store emits (`spans`).
 
+mod bounded;
 mod connect_timeout;
 mod model_usage;
 mod prefix;

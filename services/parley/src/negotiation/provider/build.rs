@@ -5,7 +5,7 @@
 use parley_anp::{ProtocolDoc, TestCase, Verdict, VerificationReport};
 use parley_reasoner::GeneratedHandler;
 use parley_sandbox::Dialect;
-use parley_store::NewHandler;
+use parley_store::{HandlerRecord, NewHandler};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -130,14 +130,13 @@ impl Provider {
         }
     }
 
-    /// Stores `generated` as a handler candidate, runs the protocol's test cases through it and
-    /// records the verification. `Ok(Err(why))`: the handler does not load.
-    async fn verify_candidate(
+    /// Stores `generated` as a candidate handler of `doc`'s protocol.
+    async fn insert_candidate(
         &self,
         doc: &ProtocolDoc,
         generated: &GeneratedHandler,
-    ) -> Result<Result<(Uuid, VerificationReport), String>, ApiError> {
-        let candidate = self
+    ) -> Result<HandlerRecord, ApiError> {
+        Ok(self
             .store
             .insert_handler_candidate(NewHandler {
                 protocol_hash: doc.hash().to_string(),
@@ -145,7 +144,17 @@ impl Provider {
                 backend: self.reasoner.backend().to_owned(),
                 capabilities: generated.grants.clone(),
             })
-            .await?;
+            .await?)
+    }
+
+    /// Stores `generated` as a handler candidate, runs the protocol's test cases through it and
+    /// records the verification. `Ok(Err(why))`: the handler does not load.
+    async fn verify_candidate(
+        &self,
+        doc: &ProtocolDoc,
+        generated: &GeneratedHandler,
+    ) -> Result<Result<(Uuid, VerificationReport), String>, ApiError> {
+        let candidate = self.insert_candidate(doc, generated).await?;
         let verified = self
             .runner
             .verify(
@@ -193,15 +202,7 @@ impl Provider {
         else {
             return Ok(Err("no protocol is agreed".into()));
         };
-        let candidate = self
-            .store
-            .insert_handler_candidate(NewHandler {
-                protocol_hash: doc.hash().to_string(),
-                source: generated.source.clone(),
-                backend: self.reasoner.backend().to_owned(),
-                capabilities: generated.grants.clone(),
-            })
-            .await?;
+        let candidate = self.insert_candidate(&doc, &generated).await?;
         let record = json!({
             "cases": report.cases,
             "acceptedByPeer": report.failure_description(),
@@ -241,7 +242,7 @@ impl Provider {
         text: &str,
     ) -> Result<Verdict, ApiError> {
         let reject = |reason: String| Ok(Verdict::Reject { reason });
-        let cases = match parley_anp::parse_test_cases(text) {
+        let cases = match parley_anp::parse_test_cases_within(text, &self.limits.doc_limits()) {
             Ok(c) if !c.is_empty() => c,
             Ok(_) => return reject("no test cases".into()),
             Err(e) => return reject(e.to_string()),

@@ -92,6 +92,41 @@ impl Provider {
         self.usage.spawn_flusher(self.store.clone(), period)
     }
 
+    /// Ends as failed (reason `interrupted`) every negotiation whose last turn never finished
+    /// and is older than `turn_limit` (the request timeout: no turn runs longer, the request's
+    /// deadline ends it), so a negotiation a stopped process left in the middle of a turn does
+    /// not stay `negotiating`; at once, then every `period` until the task is aborted. A turn
+    /// another instance on the same database is running is younger than `turn_limit`.
+    pub fn spawn_interrupted_sweep(
+        &self,
+        turn_limit: Duration,
+        period: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(period);
+            loop {
+                every.tick().await;
+                let Ok(limit) = chrono::Duration::from_std(turn_limit) else {
+                    return;
+                };
+                match store
+                    .fail_interrupted_negotiations(chrono::Utc::now() - limit)
+                    .await
+                {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        negotiations = n,
+                        "negotiations interrupted in the middle of a turn ended as failed"
+                    ),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "the sweep for interrupted negotiations failed; trying again later")
+                    }
+                }
+            }
+        })
+    }
+
     /// The last usage flush, at shutdown: retried for at most `within` while the database
     /// cannot take it.
     pub async fn flush_usage_within(&self, within: Duration) {

@@ -5,9 +5,10 @@ use serde_json::Value;
 
 /// The requester's deterministic judgement of a counter-proposal: acceptable when it still
 /// takes requests we can build (its required request fields are fields we proposed) and
-/// still answers every response field we asked for.
+/// still answers every response field we asked for. The provider's text is read within the
+/// default [`DocLimits`](parley_anp::DocLimits), as the provider reads ours.
 pub fn judge_counter(ours: &ProtocolDoc, proposal: &str) -> Verdict {
-    let theirs = match ProtocolDoc::parse(proposal) {
+    let theirs = match ProtocolDoc::parse_within(proposal, &parley_anp::DocLimits::default()) {
         Ok(d) => d,
         Err(e) => {
             return Verdict::Reject {

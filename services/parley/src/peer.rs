@@ -1,0 +1,110 @@
+//! Who a peer is, as far as the server can tell without credentials: its network address.
+//!
+//! Per-address limits count by it (`server::admission`), and a conversation is bound to the
+//! address that created it (`agent`). An address is an IPv4 address, or an IPv6 address's /64
+//! prefix (an IPv4-mapped IPv6 address counts as its IPv4 address): one IPv6 host commonly owns
+//! a whole /64 and may use any address in it. An authentication scheme replaces this as the
+//! peer's identity where it applies (a credential resolved to a peer before `Agent::handle`,
+//! see ARCHITECTURE.md); addresses then remain the unit of the per-address limits.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// A peer's address, as limits and conversation bindings count it (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerAddress {
+    V4([u8; 4]),
+    /// The first 64 bits of an IPv6 address.
+    V6Prefix([u8; 8]),
+}
+
+impl PeerAddress {
+    pub fn of(peer: SocketAddr) -> PeerAddress {
+        PeerAddress::of_ip(peer.ip())
+    }
+
+    pub fn of_ip(ip: IpAddr) -> PeerAddress {
+        match ip {
+            IpAddr::V4(v4) => PeerAddress::V4(v4.octets()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => PeerAddress::V4(v4.octets()),
+                None => {
+                    let mut prefix = [0u8; 8];
+                    prefix.copy_from_slice(&v6.octets()[..8]);
+                    PeerAddress::V6Prefix(prefix)
+                }
+            },
+        }
+    }
+
+    /// Reads what [`PeerAddress`]'s `Display` wrote, or a socket address or IP address (how
+    /// earlier records name their peer).
+    pub fn parse(text: &str) -> Option<PeerAddress> {
+        if let Some(prefix) = text.strip_suffix("/64") {
+            return prefix
+                .parse::<Ipv6Addr>()
+                .ok()
+                .map(|ip| Self::of_ip(ip.into()));
+        }
+        if let Ok(socket) = text.parse::<SocketAddr>() {
+            return Some(Self::of(socket));
+        }
+        text.parse::<IpAddr>().ok().map(Self::of_ip)
+    }
+}
+
+impl fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerAddress::V4(octets) => Ipv4Addr::from(*octets).fmt(f),
+            PeerAddress::V6Prefix(prefix) => {
+                let mut octets = [0u8; 16];
+                octets[..8].copy_from_slice(prefix);
+                write!(f, "{}/64", Ipv6Addr::from(octets))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("a socket address")
+    }
+
+    #[test]
+    fn ipv6_addresses_count_by_their_64_bit_prefix_and_mapped_ipv4_as_ipv4() {
+        let a = PeerAddress::of(addr("[2001:db8:1:2::1]:1"));
+        let b = PeerAddress::of(addr("[2001:db8:1:2:ffff::9]:2"));
+        let c = PeerAddress::of(addr("[2001:db8:1:3::1]:1"));
+        assert_eq!(a, b, "one /64");
+        assert_ne!(a, c, "another /64");
+        assert_eq!(
+            PeerAddress::of(addr("[::ffff:192.0.2.7]:1")),
+            PeerAddress::of(addr("192.0.2.7:9"))
+        );
+        assert_ne!(
+            PeerAddress::of(addr("192.0.2.7:1")),
+            PeerAddress::of(addr("192.0.2.8:1"))
+        );
+    }
+
+    #[test]
+    fn an_address_reads_back_as_written_and_from_a_socket_address() {
+        for text in ["192.0.2.7", "2001:db8:1:2::/64"] {
+            let peer = PeerAddress::parse(text).expect(text);
+            assert_eq!(peer.to_string(), text);
+        }
+        assert_eq!(
+            PeerAddress::parse("192.0.2.7:4711"),
+            PeerAddress::parse("192.0.2.7")
+        );
+        assert_eq!(
+            PeerAddress::parse("[2001:db8:1:2::9]:80"),
+            PeerAddress::parse("2001:db8:1:2::/64")
+        );
+        assert_eq!(PeerAddress::parse("not an address"), None);
+    }
+}
