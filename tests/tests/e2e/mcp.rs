@@ -1,12 +1,14 @@
 //! MCP servers behind Parley: `parley serve` starting with them (a required server that fails
-//! stops it, an optional one does not), and a negotiated protocol whose generated handler calls
-//! an MCP tool through `host.call`. The MCP server is `tests/mcp/catalogue_server.py`, written
+//! stops it, an optional one does not), a negotiated protocol whose generated handler calls an
+//! MCP tool through `host.call`, and the openai reasoner offering and calling an MCP tool. The MCP server is `tests/mcp/catalogue_server.py`, written
 //! with the Python `mcp` SDK (installed in `.venv` by `scripts/setup-python.sh`).
 
 use std::path::Path;
 
+use parley::config::ReasonerKind;
 use parley::negotiation::requester::Outcome;
 use parley::startup::{Bound, StartupError};
+use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_tests::{TestApp, repo_root, test_settings};
 use serde_json::Value;
 
@@ -155,4 +157,40 @@ async fn a_negotiated_handler_calls_an_mcp_tool_through_host_call() {
     assert_eq!(missing.answer["status"]["code"], 404, "{}", missing.answer);
     assert_eq!(missing.answer["productInfo"], Value::Null);
     provider.stop().await;
+}
+
+#[tokio::test]
+async fn the_openai_reasoner_offers_and_calls_mcp_tools() {
+    let _turn = crate::support::MODEL.lock().await;
+    let model = ScriptedOpenAi::start().await;
+    model.push(ScriptedReply::tool_call(
+        "forecast",
+        serde_json::json!({"city": "Oslo"}),
+    ));
+    model.push(ScriptedReply::text("Tomorrow in Oslo: sunny, 21.5 °C."));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = capabilities("", "").replace("tools = []", "tools = [\"forecast\"]");
+    let mut settings = settings_with(dir.path(), &file);
+    settings.reasoner = ReasonerKind::Openai;
+    settings.openai.base_url = model.base_url();
+    settings.openai.model = "scripted-model".into();
+    let app = TestApp::spawn(&settings).await;
+    let answer = parley_tests_send(&app, "What is the weather in Oslo tomorrow?").await;
+    assert!(answer.contains("sunny, 21.5"), "{answer}");
+
+    let requests = model.requests();
+    let tools = requests[0].body["tools"].as_array().expect("tools offered");
+    let forecast = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "forecast")
+        .expect("the MCP tool is offered");
+    assert_eq!(
+        forecast["function"]["description"],
+        "Tomorrow's forecast for a city."
+    );
+    // The tool result the model saw came from the MCP server.
+    let sent_back = requests[1].body["messages"].to_string();
+    assert!(sent_back.contains("sunny"), "{sent_back}");
+    app.stop().await;
 }
