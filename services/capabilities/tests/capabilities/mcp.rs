@@ -216,7 +216,7 @@ async fn calls_obey_the_time_limit() {
 async fn a_dying_stdio_server_is_restarted_and_unavailable_meanwhile() {
     // A long first backoff keeps the server down long enough to be seen down.
     let caps = started(&catalogue(
-        "restart_backoff_ms = 3000\nrestart_backoff_max_ms = 6000",
+        "restart_backoff_ms = 8000\nrestart_backoff_max_ms = 16000",
     ))
     .await;
     let first = caps.invoke("server_pid", json!({})).await.expect("pid");
