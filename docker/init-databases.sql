@@ -2,3 +2,4 @@
 -- conversations, protocols and handlers, as two organisations' agents would.
 CREATE DATABASE provider;
 CREATE DATABASE requester;
+CREATE DATABASE stations;

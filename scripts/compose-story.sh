@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two-agent story, for real: builds the image, brings up docker-compose.yml (PostgreSQL, a
-# provider serving examples/capabilities.toml, a requester), waits until all three are healthy,
-# then runs the story from inside the requester's container and checks every step:
+# provider serving examples/capabilities.toml, a requester, seed 003's weather network), waits
+# until all four are healthy, then runs the story from inside the requester's container and
+# checks every step:
 #   1. the provider's published port answers /health on 127.0.0.1
 #   2. a natural-language hello from the requester to the provider
 #   3. the negotiation of examples/protocols/product-info.md (hash, rounds, transcript)
@@ -9,6 +10,8 @@
 #   5. the requester restarted; its next call is answered at 0-RTT from the agreement kept in its
 #      own PostgreSQL database (the provider counts no new negotiation)
 #   6. a request no protocol fits, answered through the natural-language fallback
+#   7. seed 003: a QUERY answered by a RESPONSE and an INFORM by an ACKNOWLEDGE, each protocol
+#      negotiated with the weather network first; the note read back from its log
 # (the steps are scripts/story-lib.sh's, shared with the process story, examples/two-agents.sh)
 # then tears the stack down with its volumes. Fails (exit 1) on the first step that does not hold,
 # and on a machine without Docker; starts dockerd when it is installed but not running.
@@ -19,7 +22,8 @@
 #              cargo, for an engine whose builds reach no crate registry (see CARGO_VENDOR_DIR in
 #              the Dockerfile)
 # The compose project is parley-story (COMPOSE_PROJECT_NAME overrides it); the published ports
-# follow PROVIDER_PORT, PROVIDER_UPLOAD_PORT, REQUESTER_PORT and REQUESTER_UPLOAD_PORT.
+# follow PROVIDER_PORT, PROVIDER_UPLOAD_PORT, REQUESTER_PORT, REQUESTER_UPLOAD_PORT, STATIONS_PORT
+# and STATIONS_UPLOAD_PORT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DOCKER_SAY=compose-story
@@ -33,7 +37,7 @@ for arg in "$@"; do
     --keep) keep=1 ;;
     --offline) offline=1 ;;
     -h | --help)
-      sed -n '2,23p' "$0"
+      sed -n '2,26p' "$0"
       exit 0
       ;;
     *) docker_fail "unknown argument: $arg" ;;
@@ -42,6 +46,7 @@ done
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-parley-story}
 PROVIDER_PORT=${PROVIDER_PORT:-8080}
+STATIONS_UPLOAD_PORT=${STATIONS_UPLOAD_PORT:-7081}
 # Where --offline vendors the crates: inside the build context, outside the build's target directory.
 VENDOR=target/docker-vendor
 # How long the stack may take to become healthy, in seconds.
@@ -86,7 +91,7 @@ wait_healthy() {
   local deadline=$((SECONDS + HEALTH_TIMEOUT)) service id status pending
   while true; do
     pending=()
-    for service in postgres provider requester; do
+    for service in postgres provider requester stations; do
       id=$(compose ps -q "$service" 2>/dev/null || true)
       status=$([[ -n "$id" ]] && docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$id" 2>/dev/null || echo missing)
       [[ "$status" == healthy ]] || pending+=("$service:$status")
@@ -120,7 +125,7 @@ image=${PARLEY_IMAGE:-parley:local}
 echo "   $image: $(docker image inspect -f '{{.Size}}' "$image" | awk '{ printf "%.1f MB", $1 / 1e6 }')"
 phase_done build
 
-step "bring the stack up and wait until PostgreSQL, provider and requester are healthy"
+step "bring the stack up and wait until PostgreSQL, provider, requester and weather network are healthy"
 compose up -d --no-build 2>&1 | show
 wait_healthy
 compose ps | show
@@ -130,6 +135,9 @@ phase_done up
 PROVIDER=http://provider:8080
 PROVIDER_LOCAL=http://127.0.0.1:$PROVIDER_PORT
 PROTOCOLS=/etc/parley/examples/protocols
+STATIONS=http://stations:8080
+STATIONS_LOG_LOCAL=http://127.0.0.1:$STATIONS_UPLOAD_PORT
+SEED003=/etc/parley/examples/seed003
 EXPECT_STORE=postgres
 restart_requester() {
   run compose restart requester
@@ -139,4 +147,4 @@ story_steps
 phase_done story
 
 echo
-echo "the two-agent story held: hello, negotiation, structured calls, 0-RTT after a restart, natural-language fallback"
+echo "the two-agent story held: hello, negotiation, structured calls, 0-RTT after a restart, natural-language fallback, seed 003's QUERY and INFORM"

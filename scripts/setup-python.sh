@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the Python virtual environment at <repo>/.venv used by the interop
-# tests (tests/interop) and by the HTTP benchmark's reference-server baseline.
+# tests (tests/interop: the NLIP reference SDK; tests/agentconnect: AgentConnect, the ANP
+# reference implementation) and by the HTTP benchmark's reference-server baseline.
 #
 # Idempotent: an existing .venv whose stored requirements hash matches
 # tests/interop/requirements.txt (and the same Python) is reused as is; otherwise it is
@@ -54,7 +55,7 @@ fi
 log "installing pinned requirements into .venv (python $py_version)"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --requirement "$REQ"
 # Fail now, not in the tests, if something is missing.
-"$VENV/bin/python" -c 'import nlip_sdk.nlip, nlip_server.echo, uvicorn, pytest, httpx'
+"$VENV/bin/python" -c 'import nlip_sdk.nlip, nlip_server.echo, uvicorn, pytest, httpx, openai, websockets, agent_connect.meta_protocol, mcp.server.mcpserver'
 
 echo "$want" >"$STAMP"
 log "done: $VENV"

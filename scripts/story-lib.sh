@@ -6,6 +6,9 @@
 #   PROVIDER            the provider's NLIP URL as the requester reaches it (a base URL, no path)
 #   PROVIDER_LOCAL      the provider's base URL from this machine, for /health and /metrics
 #   PROTOCOLS           the directory of examples/protocols as the requester's CLI sees it
+#   STATIONS            the seed-003 weather network's NLIP URL as the requester reaches it
+#   STATIONS_LOG_LOCAL  the weather network's log (its upload end-point) from this machine
+#   SEED003             the directory of examples/seed003 as the requester's CLI sees it
 #   EXPECT_STORE        the store the provider's /health must name (postgres, sqlite)
 #   requester ARGS…     runs the `parley` CLI as the requester's operator would
 #   restart_requester   restarts the requester agent, keeping its store
@@ -106,6 +109,33 @@ story_steps() {
   run --status 1 requester call "$PROVIDER" --protocol "$PROTOCOLS/order-tracking.md" --no-fallback \
     --json '{"messageId":"story-5","type":"REQUEST","action":"trackOrder","orderId":"O-1001"}'
   ok "with --no-fallback the same request is an error"
+
+  step "7. seed 003 with the weather network: a QUERY answered by a RESPONSE, an INFORM by an ACKNOWLEDGE"
+  run requester call "$STATIONS" --protocol "$SEED003/protocols/station-reading.md" \
+    --json "$(seed003_message QUERY story-q1 '{"stationId":"WS-101"}')"
+  expect '"type": "RESPONSE"'
+  expect '"reply_to": "story-q1"'
+  expect '"name": "Bergen Harbour"'
+  reject 'fell back'
+  ok "the query was answered through the negotiated station-reading protocol, linked by reply_to"
+  local note="Anemometer on the mast iced up; wind readings unreliable until it thaws."
+  run requester call "$STATIONS" --protocol "$SEED003/protocols/station-note.md" \
+    --json "$(seed003_message INFORM story-i1 "{\"stationId\":\"WS-103\",\"note\":\"$note\"}")"
+  expect '"type": "ACKNOWLEDGE"'
+  expect '"reply_to": "story-i1"'
+  reject 'fell back'
+  local record
+  record=$(sed -n 's/^ *"id": "\([0-9a-f]\{64\}\)",\{0,1\}$/\1/p' <<<"$out")
+  [[ -n "$record" ]] || fail_step "no record id in the acknowledgement"
+  run curl -fsS "$STATIONS_LOG_LOCAL/uploads/$record"
+  expect "$note"
+  ok "the note is in the network's log as ${record:0:12}…"
+}
+
+# A seed-003 message of TYPE with id ID and BODY (JSON) from the requester to the weather network.
+seed003_message() {
+  printf '{"header":{"version":"1.0","sender":"requester","receiver":"stations","type":"%s","id":"%s","timestamp":"%s","content_type":"application/json","conversation_id":"story"},"body":%s}' \
+    "$1" "$2" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$3"
 }
 
 # One call of the product protocol by the first 12 hex digits of its hash.

@@ -1137,6 +1137,7 @@ async fn model_calls(base: &str) -> Result<Vec<ModelRow>> {
     // capability the built-in reasoner maps the protocol onto.
     let doc = ProtocolDoc::parse(base).map_err(|e| e.to_string())?;
     let capabilities = parley::startup::load_capabilities(Some(&example_capabilities()))
+        .await
         .map_err(|e| format!("{e:#}"))?;
     let specs = DeclaredCapability::all(&capabilities);
     let Evaluation::Accept { mapping } = BuiltinProtocolReasoner.evaluate_sync(&doc, &specs) else {

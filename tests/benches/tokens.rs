@@ -423,6 +423,7 @@ async fn run() -> Result<()> {
     )
     .map_err(|e| e.to_string())?;
     let capabilities = parley::startup::load_capabilities(Some(&example_capabilities()))
+        .await
         .map_err(|e| e.to_string())?;
     let generated = BuiltinProtocolReasoner
         .generate_sync(&doc, &DeclaredCapability::all(&capabilities), None)

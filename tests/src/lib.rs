@@ -14,6 +14,22 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Loads a capabilities file with `${VAR}` references resolved from `vars`, not the
+/// environment.
+pub fn capabilities_with(
+    path: &Path,
+    vars: &[(&str, &str)],
+) -> std::sync::Arc<parley_capabilities::Capabilities> {
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
+    };
+    let capabilities = parley_capabilities::Capabilities::load(path, lookup)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::sync::Arc::new(capabilities)
+}
+
 /// The repository's example capabilities file (product catalogue and more).
 pub fn example_capabilities() -> PathBuf {
     repo_root().join("examples/capabilities.toml")
@@ -111,7 +127,23 @@ pub struct TestApp {
 impl TestApp {
     /// Binds, builds and starts a server with these settings.
     pub async fn spawn(settings: &Settings) -> TestApp {
-        let bound = Bound::new(settings).await.expect("test server starts");
+        TestApp::start(Bound::new(settings).await.expect("test server starts"))
+    }
+
+    /// [`TestApp::spawn`] with these capabilities instead of the settings' file: the test
+    /// loads them, resolving the file's `${VAR}` references from its own values (a test gives
+    /// environment variables only to the child processes it starts).
+    pub async fn spawn_with(
+        settings: &Settings,
+        capabilities: std::sync::Arc<parley_capabilities::Capabilities>,
+    ) -> TestApp {
+        let bound = Bound::with_capabilities(settings, capabilities)
+            .await
+            .expect("test server starts");
+        TestApp::start(bound)
+    }
+
+    fn start(bound: Bound) -> TestApp {
         let (addr, upload_addr) = (bound.addr, bound.upload_addr);
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(bound.run(async {

@@ -17,11 +17,15 @@
 //!   top-level `version`, unlike every other message, which uses `action`. Parley writes the
 //!   seed's form and reads both (`"action": "sourceHello"` too), so a peer that tags everything
 //!   with `action` still interoperates.
-//! - **Known protocol hashes.** `metaProtocol.knownProtocolHashes` (Parley's addition, documented
-//!   here) lists the hashes of every protocol the sender already agreed with this peer, canonical
-//!   lowercase hex; the receiver answers with `selectedProtocol` set to one it also holds (0-RTT).
-//!   The seed's own `protocolHash` (one hash) and `candidateProtocols` (URIs or hashes) are kept
-//!   and read; [`MetaProtocolInfo::offered_hashes`] merges all three.
+//! - **Offered protocols.** A `sourceHello` offers protocols for reuse in the seed's fields:
+//!   `protocolHash` (one hash) and `candidateProtocols` (URIs or hashes); Parley writes the
+//!   hashes as canonical lowercase hex, and a peer that knows only the seed reads them. The
+//!   receiver answers with `selectedProtocol` set to one it also holds (0-RTT).
+//!   `knownProtocolHashes`, a list some Parley peers send, is read too;
+//!   [`MetaProtocolInfo::offered_hashes`] merges all three.
+//! - **Versions.** Both `version`s of a hello (the message's and the `metaProtocol`'s) must
+//!   have this side's major version ([`version_supported`]); a hello that does not is refused
+//!   with [`NegotiationError::UnsupportedVersion`](crate::NegotiationError).
 //! - **Unknown fields** of hello messages ("other fields omitted" in the seed) are kept in
 //!   `extra` so they round-trip; the negotiation messages ignore unknown fields.
 //! - **Parsing never panics.** [`MetaMessage::from_value`] turns every malformed input — unknown
@@ -46,10 +50,10 @@ pub mod capability {
     pub const NATURAL_LANGUAGE_NEGOTIATION: &str = "naturalLanguageNegotiation";
     pub const TEST_CASES_NEGOTIATION: &str = "testCasesNegotiation";
     pub const FIX_ERROR_NEGOTIATION: &str = "fixErrorNegotiation";
-    /// Every capability Parley implements.
-    pub const ALL: [&str; 5] = [
+    /// Every capability Parley implements, and so announces: all the seed names but the
+    /// verification protocol.
+    pub const ALL: [&str; 4] = [
         NATURAL_LANGUAGE_PROTOCOL,
-        VERIFICATION_PROTOCOL,
         NATURAL_LANGUAGE_NEGOTIATION,
         TEST_CASES_NEGOTIATION,
         FIX_ERROR_NEGOTIATION,
@@ -155,22 +159,46 @@ pub struct MetaProtocolInfo {
     /// The seed's `destinationHello` answer: the identifier (here: hash) chosen for reuse.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selected_protocol: Option<String>,
-    /// Parley's addition: hashes of protocols the sender already holds (see module docs).
+    /// Hashes of protocols the sender already holds, as some Parley peers send them (read only;
+    /// see the module docs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_protocol_hashes: Vec<String>,
 }
 
+/// Whether this side speaks meta-protocol `version`: the same major version as
+/// [`META_PROTOCOL_VERSION`] (`1`, `1.0`, `1.2`), minor versions being compatible.
+pub fn version_supported(version: &str) -> bool {
+    let major = |v: &str| v.trim().split('.').next().map(str::to_owned);
+    let ours = major(META_PROTOCOL_VERSION);
+    let all_digits = version
+        .trim()
+        .split('.')
+        .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()));
+    all_digits && major(version) == ours
+}
+
 impl MetaProtocolInfo {
-    /// Parley's view: version 1.0, every capability, the given known hashes.
+    /// Parley's view: version 1.0, every capability it implements, and the given protocols
+    /// offered for reuse in the seed's fields: the first as `protocolHash`, all of them as
+    /// `candidateProtocols` (bare hex, as the seed writes a hash).
     pub fn parley(known: impl IntoIterator<Item = ProtocolHash>) -> Self {
+        let known: Vec<String> = known.into_iter().map(|h| h.to_hex()).collect();
         Self {
             version: META_PROTOCOL_VERSION.to_owned(),
             supported_capabilities: capability::ALL.iter().map(|c| (*c).to_owned()).collect(),
-            protocol_hash: None,
-            candidate_protocols: None,
+            protocol_hash: known.first().cloned(),
+            candidate_protocols: (!known.is_empty()).then_some(known),
             selected_protocol: None,
-            known_protocol_hashes: known.into_iter().map(|h| h.to_hex()).collect(),
+            known_protocol_hashes: Vec::new(),
         }
+    }
+
+    /// The version of the meta-protocol this hello speaks, when this side does not: the
+    /// message's own `version` or the `metaProtocol`'s.
+    pub fn unsupported_version<'a>(&'a self, message_version: &'a str) -> Option<&'a str> {
+        [message_version, self.version.as_str()]
+            .into_iter()
+            .find(|v| !version_supported(v))
     }
 
     /// Every protocol hash the sender offers, from `knownProtocolHashes`, `protocolHash` and
@@ -552,13 +580,51 @@ mod tests {
     }
 
     #[test]
+    fn versions_of_the_same_major_are_spoken() {
+        for ok in ["1", "1.0", "1.2", " 1.0 "] {
+            assert!(version_supported(ok), "{ok}");
+        }
+        for refused in ["2.0", "0.9", "", "1.x", "v1", "1..0"] {
+            assert!(!version_supported(refused), "{refused}");
+        }
+        let info = MetaProtocolInfo {
+            version: "2.0".into(),
+            ..MetaProtocolInfo::parley([])
+        };
+        assert_eq!(info.unsupported_version("1.0"), Some("2.0"));
+        assert_eq!(
+            MetaProtocolInfo::parley([]).unsupported_version("3"),
+            Some("3")
+        );
+        assert_eq!(
+            MetaProtocolInfo::parley([]).unsupported_version("1.0"),
+            None
+        );
+    }
+
+    #[test]
+    fn parleys_hello_offers_in_the_seeds_fields_and_not_verification() {
+        let a = ProtocolHash::of("a");
+        let value = MetaMessage::source_hello(MetaProtocolInfo::parley([a])).to_value();
+        assert_eq!(value["metaProtocol"]["protocolHash"], a.to_hex());
+        assert_eq!(value["metaProtocol"]["candidateProtocols"][0], a.to_hex());
+        assert!(value["metaProtocol"].get("knownProtocolHashes").is_none());
+        let caps = value["metaProtocol"]["supportedCapabilities"].to_string();
+        assert!(!caps.contains(capability::VERIFICATION_PROTOCOL), "{caps}");
+        let none = MetaMessage::source_hello(MetaProtocolInfo::parley([])).to_value();
+        assert!(none["metaProtocol"].get("protocolHash").is_none());
+        assert!(none["metaProtocol"].get("candidateProtocols").is_none());
+    }
+
+    #[test]
     fn offered_hashes_merge_all_sources() {
         let a = ProtocolHash::of("a");
         let b = ProtocolHash::of("b");
         let info = MetaProtocolInfo {
             protocol_hash: Some(b.prefixed()),
             candidate_protocols: Some(vec!["https://example.com/p/1".into(), a.to_hex()]),
-            ..MetaProtocolInfo::parley([a])
+            known_protocol_hashes: vec![a.to_hex()],
+            ..MetaProtocolInfo::parley([])
         };
         assert_eq!(info.offered_hashes(), vec![a, b]);
     }

@@ -63,6 +63,14 @@ pub enum CapabilityError {
     /// The binding did not complete within its timeout.
     #[error("capability `{capability}` timed out after {} ms", after.as_millis())]
     Timeout { capability: String, after: Duration },
+    /// What performs the capability is not running now (an MCP server being restarted, or no
+    /// longer listing the tool); the same call may succeed later.
+    #[error("capability `{capability}` is unavailable: {message}")]
+    Unavailable { capability: String, message: String },
+    /// The tool ran and reported an error (an MCP result with `isError: true`); the message is
+    /// the tool's.
+    #[error("capability `{capability}` reported an error: {message}")]
+    ToolError { capability: String, message: String },
 }
 
 impl CapabilityError {
@@ -75,6 +83,8 @@ impl CapabilityError {
             Self::InvalidResult { .. } => "invalid_result",
             Self::NotFound { .. } => "not_found",
             Self::Timeout { .. } => "timeout",
+            Self::Unavailable { .. } => "capability_unavailable",
+            Self::ToolError { .. } => "tool_error",
         }
     }
 }
@@ -94,6 +104,40 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         }
         parent = cause_text;
         source = cause.source();
+    }
+    text
+}
+
+/// Required MCP servers that did not start: Parley does not serve without them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe(failures))]
+pub struct StartError {
+    pub failures: Vec<ServerFailure>,
+}
+
+/// One server that did not start: why, and the last lines it wrote to standard error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerFailure {
+    pub server: String,
+    pub message: String,
+    pub stderr: String,
+}
+
+fn describe(failures: &[ServerFailure]) -> String {
+    let mut text = String::new();
+    for (i, f) in failures.iter().enumerate() {
+        if i > 0 {
+            text.push_str("; ");
+        }
+        text.push_str(&format!(
+            "MCP server `{}` did not start: {}",
+            f.server, f.message
+        ));
+        if f.stderr.trim().is_empty() {
+            text.push_str(" (it wrote nothing to stderr)");
+        } else {
+            text.push_str(&format!("; its stderr ends:\n{}", f.stderr.trim_end()));
+        }
     }
     text
 }

@@ -1,4 +1,4 @@
-//! Operator-declared capabilities: file format, validation and bindings (http, dataset).
+//! Operator-declared capabilities: file format, validation and bindings (http, dataset, agent, mcp).
 //!
 //! A Parley provider can only do what its operator declares. The declaration is a file (TOML or
 //! JSON, chosen by extension) naming the agent and listing capabilities, each with a name, a
@@ -27,15 +27,34 @@
 //! - `dataset`: `file` (JSON array of records, relative to the capabilities file), `key` (record
 //!   field), `input` (input field, defaults to `key`), `project` (keep only the output schema's
 //!   properties) and `not_found`.
+//! - `agent`: another agent performs it. `url` (the peer's NLIP URL, `${VAR}` allowed),
+//!   `protocol` (a protocol document, relative to the capabilities file), `request` (constant
+//!   fields of every request), `input` (JSON pointer of the object the input's fields go into;
+//!   empty = the request), `message_id` and `timestamp` (JSON pointers that get a fresh id and
+//!   the time), `result_pointer`, `fallback` (natural language when no protocol can be agreed;
+//!   default true) and `timeout_ms` (default 30000). Its calls go through the [`AgentCaller`] the
+//!   server installs ([`Capabilities::connect_agents`]); see the `agent` module for the result.
+//!
+//! - `mcp`: `server` (an `[[mcp_servers]]` entry's name), `tool`, `timeout_ms` (default: the
+//!   server's): one tool of an MCP server, with the capability's own schemas.
 //!
 //! `not_found` is `"error"` (the default: a typed [`CapabilityError::NotFound`]), `"null"`, or
 //! `{ result = <value> }`. Schemas may be written inline or, in TOML, as a string of JSON text.
+//!
+//! MCP servers are declared in `[[mcp_servers]]` tables: `name`, `command` (program and
+//! arguments of a stdio server, run in the file's directory, `env` added to its environment) or
+//! `url` (Streamable HTTP, with `headers`), `tools` (default: all), `prefix`, `optional`,
+//! `timeout_ms`, `start_timeout_ms`, `restart_backoff_ms`, `restart_backoff_max_ms`. Each listed
+//! tool becomes a capability once [`Capabilities::start`] has started the servers; the `mcp`
+//! module says what a tool and its answers become, and how servers are kept running.
 //!
 //! # Layout
 //! - `file` (private): the serde shape of the file, nothing validated.
 //! - `load`: parse + validate everything into [`Capabilities`]; every refusal is a [`LoadError`]
 //!   naming the capability, the field and the problem.
-//! - `http`, `dataset`: the two bindings.
+//! - `http`, `dataset`, `agent`, `mcp`: the bindings.
+//! - `catalogue`: the set on offer now (declared capabilities and MCP tools), swapped whole
+//!   when a server's tools change.
 //! - [`Capabilities::invoke`]: input validation → binding → output validation.
 //!
 //! # Invariants
@@ -43,25 +62,32 @@
 //!   reference required input properties, environment references are resolved, datasets are in
 //!   memory and their records (and every configured not-found result) match the output schema.
 //! - The library never reads the environment itself: [`Capabilities::load`] takes an
-//!   env-lookup closure, so the binary decides where secrets come from.
+//!   env-lookup closure, so the binary decides where secrets come from (a stdio MCP server's
+//!   process inherits the environment, as child processes do).
 //! - [`Capabilities::invoke`] never returns a value that does not match the output schema.
 //! - This crate knows nothing about reasoners, NLIP or negotiation (negotiator → capabilities,
 //!   never the reverse).
 
+mod agent;
+mod catalogue;
 mod dataset;
 mod error;
 mod file;
 mod http;
 mod load;
+mod mcp;
 
-use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use serde_json::Value;
 use tracing::Instrument;
 
-pub use error::{CapabilityError, LoadError, error_chain};
+pub use agent::{
+    AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
+};
+pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_chain};
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +114,8 @@ pub(crate) enum NotFoundPolicy {
 pub(crate) enum Binding {
     Http(http::HttpBinding),
     Dataset(dataset::DatasetBinding),
+    Agent(agent::AgentBinding),
+    Mcp(mcp::McpBinding),
 }
 
 /// One declared capability, validated and ready to invoke.
@@ -130,11 +158,24 @@ impl Capability {
     pub fn read_only(&self) -> bool {
         self.read_only
     }
-    /// `"http"` or `"dataset"`.
+    /// `"http"`, `"dataset"`, `"agent"` or `"mcp"`.
     pub fn binding_kind(&self) -> &'static str {
         match self.binding {
             Binding::Http(_) => "http",
             Binding::Dataset(_) => "dataset",
+            Binding::Mcp(_) => "mcp",
+            Binding::Agent(_) => "agent",
+        }
+    }
+    /// The peer agent that performs this capability, for an `agent` binding.
+    pub fn peer_agent(&self) -> Option<PeerAgent<'_>> {
+        match &self.binding {
+            Binding::Agent(a) => Some(PeerAgent {
+                url: a.url(),
+                protocol: a.protocol(),
+                protocol_path: a.protocol_path(),
+            }),
+            _ => None,
         }
     }
     /// What a reasoner needs to offer this capability as a tool.
@@ -147,6 +188,16 @@ impl Capability {
     }
 }
 
+/// What an `agent` binding names: the peer and the protocol document it is asked through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAgent<'a> {
+    pub url: &'a str,
+    /// The protocol document's text.
+    pub protocol: &'a str,
+    /// Where the protocol document was read from.
+    pub protocol_path: &'a str,
+}
+
 /// The reasoner-facing view of a capability (e.g. an OpenAI function tool).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CapabilityDescription {
@@ -155,14 +206,20 @@ pub struct CapabilityDescription {
     pub input_schema: Value,
 }
 
-/// The operator's declared capabilities, loaded and validated. Cheap to share behind an `Arc`;
-/// every method takes `&self`.
+/// The operator's declared capabilities, loaded and validated, and the capabilities its MCP
+/// servers' tools become once [started](Self::start). Cheap to share behind an `Arc`; every
+/// method takes `&self`. The set can change while it is shared (an MCP server lists other
+/// tools): each read sees one consistent set, and [`generation`](Self::generation) tells a
+/// reader that caches something derived from it when to derive it again.
 #[derive(Debug)]
 pub struct Capabilities {
     agent: AgentInfo,
     /// Sorted by name so descriptions and summaries are deterministic.
-    capabilities: BTreeMap<String, Capability>,
+    catalogue: Arc<catalogue::Catalogue>,
     http: reqwest::Client,
+    /// Performs the `agent` bindings' calls, once the server installed it.
+    agents: OnceLock<Arc<dyn AgentCaller>>,
+    mcp: mcp::Mcp,
 }
 
 impl Capabilities {
@@ -204,30 +261,61 @@ impl Capabilities {
         &self.agent
     }
 
-    pub fn get(&self, name: &str) -> Option<&Capability> {
-        self.capabilities.get(name)
+    /// Installs what performs the `agent` bindings' calls (until then they fail). Returns false,
+    /// and changes nothing, when one is installed already.
+    pub fn connect_agents(&self, caller: Arc<dyn AgentCaller>) -> bool {
+        self.agents.set(caller).is_ok()
     }
 
-    /// Capabilities in name order.
-    pub fn iter(&self) -> impl Iterator<Item = &Capability> {
-        self.capabilities.values()
+    /// Starts the MCP servers the file declares and waits until each has listed its tools
+    /// (their capabilities are then in the set) or failed. A required server that failed is an
+    /// error, with what it wrote to stderr; an optional one is logged and retried in the
+    /// background. Servers are started once: later calls do nothing. Without MCP servers this
+    /// returns at once.
+    pub async fn start(&self) -> Result<(), StartError> {
+        if self.mcp.is_empty() {
+            return Ok(());
+        }
+        self.mcp.start(&self.catalogue).await
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.capabilities.keys().map(String::as_str)
+    /// Stops the MCP servers (a stdio server's process gets its input closed, and is killed if
+    /// it does not exit) and waits until they are stopped. Dropping the capabilities stops them
+    /// too, without waiting.
+    pub async fn shutdown(&self) {
+        self.mcp.shutdown().await;
+    }
+
+    /// Counts the changes of the set since it was loaded.
+    pub fn generation(&self) -> u64 {
+        self.catalogue.generation()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Capability>> {
+        self.catalogue.get(name)
+    }
+
+    /// Capabilities in name order, as the set is now.
+    pub fn iter(&self) -> impl Iterator<Item = Arc<Capability>> + use<> {
+        let snapshot = self.catalogue.snapshot();
+        snapshot.values().cloned().collect::<Vec<_>>().into_iter()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.catalogue.snapshot().keys().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.capabilities.len()
+        self.catalogue.snapshot().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.capabilities.is_empty()
+        self.catalogue.snapshot().is_empty()
     }
 
     /// Name, description and input schema of every capability, in name order.
     pub fn describe(&self) -> Vec<CapabilityDescription> {
-        self.iter().map(Capability::describe).collect()
+        self.iter().map(|c| c.describe()).collect()
     }
 
     /// A human-readable summary: the agent, then one line per capability with its input fields.
@@ -256,7 +344,7 @@ impl Capabilities {
     /// result against the output schema (a dataset's results were all validated at load).
     pub async fn invoke(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
         let capability =
-            self.capabilities
+            self.catalogue
                 .get(name)
                 .ok_or_else(|| CapabilityError::UnknownCapability {
                     name: name.to_owned(),
@@ -272,6 +360,11 @@ impl Capabilities {
             let result = match &capability.binding {
                 Binding::Dataset(d) => d.lookup(name, &args),
                 Binding::Http(h) => h.call(&self.http, name, &args).await,
+                Binding::Agent(a) => {
+                    let output = &capability.output_validator;
+                    a.call(self.agents.get(), name, &args, output).await
+                }
+                Binding::Mcp(m) => m.call(name, &args).await,
             };
             let result = match result {
                 Ok(value) => value,

@@ -9,10 +9,14 @@
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
+use crate::agent;
+use crate::catalogue::Catalogue;
 use crate::dataset;
 use crate::file::{BindingSpec, CapabilitySpec, FileSpec, NotFoundSpec};
 use crate::http;
+use crate::mcp::{self, Mcp, Server};
 use crate::{
     AgentInfo, Binding, Capabilities, Capability, FileFormat, LoadError, NotFoundPolicy,
     schema_errors,
@@ -29,7 +33,15 @@ pub(crate) struct Ctx<'a> {
     capability: String,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// `context` names what is checked: `capability `x``, `MCP server `y``.
+    pub(crate) fn new(source_name: &'a str, context: String) -> Self {
+        Ctx {
+            source_name,
+            capability: context,
+        }
+    }
+
     pub(crate) fn err(&self, field: &str, message: impl Into<String>) -> LoadError {
         LoadError::Invalid {
             source_name: self.source_name.to_owned(),
@@ -68,6 +80,21 @@ pub(crate) fn parse(
         return Err(agent_ctx.err("agent.description", "must not be empty"));
     }
 
+    let mut servers = mcp::load_servers(source_name, spec.mcp_servers, base_dir, env)?;
+    for cap in &spec.capabilities {
+        if let BindingSpec::Mcp(binding) = &cap.binding
+            && let Some(server) = servers.iter_mut().find(|s| s.name == binding.server)
+            && !server.bound_tools.contains(&binding.tool)
+        {
+            server.bound_tools.push(binding.tool.clone());
+        }
+    }
+    let servers: Vec<Arc<Server>> = servers
+        .into_iter()
+        .enumerate()
+        .map(|(index, config)| Arc::new(Server::new(config, index)))
+        .collect();
+
     let mut capabilities = BTreeMap::new();
     let mut first_index: HashMap<String, usize> = HashMap::new();
     for (index, cap) in spec.capabilities.into_iter().enumerate() {
@@ -75,7 +102,7 @@ pub(crate) fn parse(
             source_name,
             capability: format!("capability #{index}"),
         };
-        check_name(&ctx, &cap.name)?;
+        check_name_at(&ctx, &cap.name)?;
         if let Some(first) = first_index.get(&cap.name) {
             return Err(ctx.err(
                 "name",
@@ -90,8 +117,8 @@ pub(crate) fn parse(
             source_name,
             capability: format!("capability `{}`", cap.name),
         };
-        let capability = build_capability(&ctx, cap, base_dir, env)?;
-        capabilities.insert(capability.name.clone(), capability);
+        let capability = build_capability(&ctx, cap, base_dir, env, &servers)?;
+        capabilities.insert(capability.name.clone(), Arc::new(capability));
     }
 
     let http = reqwest::Client::builder()
@@ -102,14 +129,21 @@ pub(crate) fn parse(
             name: spec.agent.name,
             description: spec.agent.description,
         },
-        capabilities,
+        catalogue: Arc::new(Catalogue::new(capabilities)),
         http,
+        agents: Default::default(),
+        mcp: Mcp::new(servers),
     })
 }
 
 /// Names become tool names for LLM backends, whose rule is `^[A-Za-z0-9_-]{1,64}$`; we also
 /// require a leading letter or underscore so names read as identifiers in generated handlers.
-fn check_name(ctx: &Ctx<'_>, name: &str) -> Result<(), LoadError> {
+fn check_name_at(ctx: &Ctx<'_>, name: &str) -> Result<(), LoadError> {
+    check_name(name).map_err(|message| ctx.err("name", message))
+}
+
+/// The rule of [`check_name_at`], for names made at run time (an MCP tool's, with its prefix).
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
@@ -122,11 +156,8 @@ fn check_name(ctx: &Ctx<'_>, name: &str) -> Result<(), LoadError> {
     if ok {
         Ok(())
     } else {
-        Err(ctx.err(
-            "name",
-            format!(
-                "`{name}` is not a valid capability name (1-64 characters: letters, digits, `_`, `-`, starting with a letter or `_`)"
-            ),
+        Err(format!(
+            "`{name}` is not a valid capability name (1-64 characters: letters, digits, `_`, `-`, starting with a letter or `_`)"
         ))
     }
 }
@@ -136,6 +167,7 @@ fn build_capability(
     cap: CapabilitySpec,
     base_dir: &Path,
     env: Env<'_>,
+    servers: &[Arc<Server>],
 ) -> Result<Capability, LoadError> {
     if cap.description.trim().is_empty() {
         return Err(ctx.err("description", "must not be empty"));
@@ -159,6 +191,8 @@ fn build_capability(
         BindingSpec::Dataset(spec) => {
             Binding::Dataset(dataset::load(ctx, spec, &schemas, base_dir)?)
         }
+        BindingSpec::Agent(spec) => Binding::Agent(agent::load(ctx, spec, base_dir, env)?),
+        BindingSpec::Mcp(spec) => Binding::Mcp(mcp::load_binding(ctx, spec, servers)?),
     };
     Ok(Capability {
         name: cap.name,

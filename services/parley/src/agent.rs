@@ -102,6 +102,11 @@ impl Agent {
         &self.provider
     }
 
+    /// The capabilities this agent offers (their MCP servers are stopped at shutdown).
+    pub fn capabilities(&self) -> &Arc<Capabilities> {
+        &self.capabilities
+    }
+
     pub fn backends(&self) -> Backends {
         Backends {
             store: self.store.backend_name(),
@@ -237,6 +242,20 @@ impl Agent {
         Ok(())
     }
 
+    /// Starts a conversation of this agent's own with `peer`: the state of a negotiation whose
+    /// framing has no conversations of its own (one per seed-002 connection) lives there.
+    pub async fn open_conversation(&self, peer: std::net::SocketAddr) -> Result<String, ApiError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        self.store
+            .create_conversation(NewConversation {
+                id: id.clone(),
+                peer: Some(PeerAddress::of(peer).to_string()),
+                state: json!({}),
+            })
+            .await?;
+        Ok(id)
+    }
+
     /// Finds or creates the conversation the request belongs to (see the module docs).
     async fn conversation_for(
         &self,
@@ -267,15 +286,7 @@ impl Agent {
                 return Ok(None);
             }
             // Negotiation needs state: start a conversation of our own.
-            let id = uuid::Uuid::new_v4().to_string();
-            self.store
-                .create_conversation(NewConversation {
-                    id: id.clone(),
-                    peer: Some(PeerAddress::of(peer).to_string()),
-                    state: json!({}),
-                })
-                .await?;
-            return Ok(Some(id));
+            return self.open_conversation(peer).await.map(Some);
         };
         // The peer's token is opaque; hash it (with its subformat and the peer's address) into a
         // stable id: the same token from another address is another conversation.
@@ -330,7 +341,7 @@ impl Agent {
         let info = json!({
             "agent": self.agent_id,
             "name": self.capabilities.agent().name,
-            "capabilities": self.capabilities.names().collect::<Vec<_>>(),
+            "capabilities": self.capabilities.names(),
             "reasoner": self.reasoner.backend(),
             "upload": format!("{}/upload", self.upload_base),
         });

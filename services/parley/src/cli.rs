@@ -157,7 +157,7 @@ async fn sandbox_run(args: SandboxRunArgs) -> Result<ExitCode, CliError> {
     };
     let source = read(&args.handler)?;
     let input = json(&args.input, || "--input is not valid JSON".into())?;
-    let capabilities = crate::startup::load_capabilities(args.capabilities.as_deref())?;
+    let capabilities = crate::startup::load_capabilities(args.capabilities.as_deref()).await?;
     let host = crate::host::CapabilityBridge::new(capabilities, tokio::runtime::Handle::current());
     let grants: parley_sandbox::Grants = args.grants.iter().cloned().collect();
     // Compiling and running a handler is blocking work: keep it off the async workers.

@@ -4,7 +4,8 @@
 //!
 //! A URL names a peer the way people type it: without a path it means the peer's NLIP
 //! end-point ([`endpoint`]), so `http://host:8080` is `http://host:8080/nlip` and
-//! `ws://host:8080` is `ws://host:8080/nlip/ws`. An explicit path is kept. A peer that answers
+//! `ws://host:8080` is `ws://host:8080/nlip/ws`; without a scheme it is an `http://` URL, so
+//! `localhost:8080` is `http://localhost:8080/nlip`. An explicit path is kept. A peer that answers
 //! 404 or 405 on a path other than Parley's end-points gets an error naming the right one.
 
 use futures::{SinkExt, StreamExt};
@@ -172,13 +173,19 @@ impl NlipClient {
 
 /// The NLIP end-point `url` names: the URL itself when it has a path, else the peer's default
 /// end-point, `/nlip` over HTTP(S) and `/nlip/ws` over WebSocket. Only `http`, `https`, `ws`
-/// and `wss` URLs name one.
+/// and `wss` URLs name one; a host without a scheme (`localhost:8080`, `[::1]:8080`,
+/// `agent.example/nlip`) is taken for an `http://` URL.
 pub fn endpoint(url: &str) -> Result<url::Url, ClientError> {
     let invalid = |reason: String| ClientError::Url {
         url: url.to_owned(),
         reason,
     };
-    let mut parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
+    let parsed = if names_a_host(url) {
+        url::Url::parse(&format!("http://{url}"))
+    } else {
+        url::Url::parse(url)
+    };
+    let mut parsed = parsed.map_err(|e| invalid(e.to_string()))?;
     let default_path = match parsed.scheme() {
         "http" | "https" => "/nlip",
         "ws" | "wss" => "/nlip/ws",
@@ -192,6 +199,24 @@ pub fn endpoint(url: &str) -> Result<url::Url, ClientError> {
         parsed.set_path(default_path);
     }
     Ok(parsed)
+}
+
+/// Whether `url` starts with a host rather than a scheme: no `://`, and what follows a colon,
+/// if any, is a port (`localhost:8080`, not `mailto:someone`).
+pub(crate) fn names_a_host(url: &str) -> bool {
+    if url.contains("://") {
+        return false;
+    }
+    if url.starts_with('[') {
+        return true;
+    }
+    match url.split_once(':') {
+        None => true,
+        Some((_, rest)) => {
+            let port = rest.split('/').next().unwrap_or_default();
+            !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+        }
+    }
 }
 
 /// Where Parley serves NLIP, for a peer that answered `status` at `url`: a hint when the
@@ -292,10 +317,24 @@ mod tests {
             endpoint("ftp://host/nlip"),
             Err(ClientError::Url { .. })
         ));
-        assert!(matches!(
-            endpoint("127.0.0.1:8080"),
-            Err(ClientError::Url { .. })
-        ));
+        for garbage in ["", "not a url", "http://", "mailto:someone@example.com"] {
+            assert!(
+                matches!(endpoint(garbage), Err(ClientError::Url { .. })),
+                "{garbage:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_url_without_a_scheme_is_http() {
+        assert_eq!(resolved("localhost:8080"), "http://localhost:8080/nlip");
+        assert_eq!(resolved("127.0.0.1:8080"), "http://127.0.0.1:8080/nlip");
+        assert_eq!(resolved("127.0.0.1:8080/"), "http://127.0.0.1:8080/nlip");
+        assert_eq!(
+            resolved("agent.example/nlip/ws/text"),
+            "http://agent.example/nlip/ws/text"
+        );
+        assert_eq!(resolved("[::1]:8080"), "http://[::1]:8080/nlip");
     }
 
     #[test]

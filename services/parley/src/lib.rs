@@ -10,13 +10,15 @@
 //! - [`server`]: the transports. `listener` (the accept loop of both listeners and its
 //!   per-connection service, which answers `POST /nlip` itself), `admission` (per-address
 //!   limits), `http` (that one `POST /nlip` path, metrics), `health` (liveness, readiness),
-//!   `websocket` (ECMA-432), `upload` (the upload port).
+//!   `websocket` (ECMA-432), `anp` (seed 002's framing on `/anp`), `upload` (the upload
+//!   port).
 //! - [`agent`]: what the agent does with one decoded NLIP message, whichever transport brought
 //!   it: conversations, control messages, natural language, and the hand-off to negotiation.
 //! - [`negotiation`]: the ANP meta-protocol. `provider` (the driver of a negotiation's turn,
 //!   handler build and verification, application serving, usage counts), `requester` (the
-//!   requester's loop over a `MetaChannel`), `runner` (handlers in the sandbox), and `nlip`,
-//!   the one place that knows how the meta-protocol rides in NLIP messages.
+//!   requester's loop over a `MetaChannel`), `runner` (handlers in the sandbox), and the two
+//!   framings: `nlip`, how the meta-protocol rides in NLIP messages, and `anp`, seed 002's
+//!   frames with their protocol-type header.
 //! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
 //!   per-address limits and of conversation binding.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
@@ -30,11 +32,12 @@
 //!
 //! # Invariants
 //! - This is the only crate that knows axum, reads the environment, or chooses backends.
-//! - Every reply a peer receives is an NLIP message, errors included.
+//! - Every reply a peer receives is a message of the framing it spoke (NLIP, or a seed-002 frame
+//!   on `/anp`), errors included.
 //! - A message without a conversation token touches no database.
 //! - The meta-protocol drivers (the provider's turn, application serving, the requester's
 //!   session loop) take and return JSON values and meta-protocol messages, never NLIP
-//!   messages; `negotiation::nlip` is the framing.
+//!   messages; `negotiation::nlip` and `negotiation::anp` are the framings.
 //!
 //! # Tracing
 //! Spans are named `component.operation`: `nlip.request` (transport, peer, conversation),

@@ -22,6 +22,7 @@ use crate::agent::{Agent, AgentSettings};
 use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
 use crate::model_endpoint;
 use crate::negotiation::provider::Provider;
+use crate::negotiation::requester::{BindingRequester, Requester};
 use crate::server::{self, AppState, ModelEndpoint, Readiness, Sandbox};
 
 mod database;
@@ -36,6 +37,19 @@ pub enum StartupError {
         path: PathBuf,
         #[source]
         source: parley_capabilities::LoadError,
+    },
+    #[error("capability `{capability}`: its protocol {path} is not a usable protocol document")]
+    AgentProtocol {
+        capability: String,
+        path: String,
+        #[source]
+        source: parley_anp::ProtocolError,
+    },
+    #[error("the MCP servers of {} did not all start", path.display())]
+    McpServers {
+        path: PathBuf,
+        #[source]
+        source: parley_capabilities::StartError,
     },
     #[error("reasoner could not be set up")]
     Reasoner(#[source] ReasonerError),
@@ -70,8 +84,10 @@ pub enum StartupError {
     Serve(#[source] std::io::Error),
 }
 
-/// Loads the capabilities file, or an empty set when none is configured.
-pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
+/// Loads the capabilities file (an empty set when none is configured) and starts the MCP
+/// servers it declares: a required server that does not start is an error naming it, with
+/// what it wrote to stderr.
+pub async fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, StartupError> {
     let caps = match path {
         Some(path) => Capabilities::load(path, |k| std::env::var(k).ok()).map_err(|source| {
             StartupError::Capabilities {
@@ -88,6 +104,14 @@ pub fn load_capabilities(path: Option<&Path>) -> Result<Arc<Capabilities>, Start
         )
         .expect("the built-in empty capability set is valid"),
     };
+    if let Some(path) = path {
+        caps.start()
+            .await
+            .map_err(|source| StartupError::McpServers {
+                path: path.to_owned(),
+                source,
+            })?;
+    }
     Ok(Arc::new(caps))
 }
 
@@ -192,18 +216,30 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// Builds everything from validated settings: the listen addresses resolved first (a name
-    /// that does not resolve is a configuration error before anything starts), backends
-    /// next, sockets next, so that a bad capabilities file or database fails before anything
-    /// listens, and the slow background work (the sandbox's warm-up, the model end-point's
-    /// probe) last, so that a port already in use fails before any of it starts.
+    /// Builds everything from validated settings: the capabilities file and the listen
+    /// addresses first (a name that does not resolve is a configuration error before anything
+    /// starts), backends next, sockets next, so that a bad capabilities file or database fails
+    /// before anything listens, and the slow background work (the sandbox's warm-up, the model
+    /// end-point's probe) last, so that a port already in use fails before any of it starts.
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
+        let capabilities = load_capabilities(settings.capabilities.as_deref()).await?;
+        Bound::with_capabilities(settings, capabilities).await
+    }
+
+    /// [`Bound::new`] with capabilities the caller loaded (a test resolves a file's `${VAR}`
+    /// references from its own values rather than from the process's environment).
+    pub async fn with_capabilities(
+        settings: &Settings,
+        capabilities: Arc<Capabilities>,
+    ) -> Result<Bound, StartupError> {
+        settings.validate()?;
+        check_agent_protocols(&capabilities)?;
         let listen_on = settings.listen.resolve("listen").await?;
         let upload_on = settings.upload_listen.resolve("upload_listen").await?;
-        let capabilities = load_capabilities(settings.capabilities.as_deref())?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
         let store = open_store(settings).await?;
+        connect_agents(settings, &capabilities, &store);
         crate::metrics::install();
         let mut sandbox_config = settings.sandbox.clone();
         // Compiled handlers are cached next to the data, so a restart reloads in milliseconds.
@@ -288,6 +324,7 @@ impl Bound {
             "parley is listening"
         );
         let provider = self.state.agent.provider().clone();
+        let capabilities = self.state.agent.capabilities().clone();
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
         let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
@@ -296,7 +333,55 @@ impl Bound {
         flusher.abort();
         sweeper.abort();
         provider.flush_usage_within(last_flush).await;
+        capabilities.shutdown().await;
         served.map_err(StartupError::Serve)
+    }
+}
+
+/// Every protocol an `agent` binding names must be a protocol document this agent can propose.
+fn check_agent_protocols(capabilities: &Capabilities) -> Result<(), StartupError> {
+    for capability in capabilities.iter() {
+        if let Some(peer) = capability.peer_agent() {
+            parley_anp::ProtocolDoc::parse(peer.protocol).map_err(|source| {
+                StartupError::AgentProtocol {
+                    capability: capability.name().to_owned(),
+                    path: peer.protocol_path.to_owned(),
+                    source,
+                }
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Lets the capabilities bound to other agents reach them: this agent, as a requester on its
+/// own store ([`BindingRequester`]).
+fn connect_agents(settings: &Settings, capabilities: &Capabilities, store: &Arc<dyn Store>) {
+    let bound: Vec<_> = capabilities
+        .iter()
+        .filter(|c| c.peer_agent().is_some())
+        .collect();
+    if bound.is_empty() {
+        return;
+    }
+    let requester = Requester {
+        max_rounds: settings.negotiation.max_rounds,
+        ..Requester::new(store.clone())
+    };
+    if !capabilities.connect_agents(Arc::new(BindingRequester::new(requester))) {
+        // One set of capabilities given to two servers: the first one's requester serves both.
+        tracing::warn!("the agent bindings already have a requester; this server's is not used");
+    }
+    for capability in &bound {
+        let Some(peer) = capability.peer_agent() else {
+            continue;
+        };
+        tracing::info!(
+            capability = capability.name(),
+            peer = peer.url,
+            protocol = peer.protocol_path,
+            "the capability is another agent's, asked through a protocol"
+        );
     }
 }
 

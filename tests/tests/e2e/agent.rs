@@ -42,7 +42,7 @@ thread_local! {
 /// current-thread runtime on it, which runs the servers the test starts, so the capture holds
 /// their lines and none of the other tests of this binary (which run in parallel, some
 /// negotiating the same protocols).
-fn logs() -> Arc<Mutex<Vec<u8>>> {
+pub(crate) fn logs() -> Arc<Mutex<Vec<u8>>> {
     LOGS.with(|(buffer, _)| buffer.clone())
 }
 

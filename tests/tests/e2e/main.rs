@@ -1,13 +1,15 @@
 //! Parley's end-to-end tests, in one test binary: real servers on loopback (started by this
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
-//! (`websocket`), what one address may hold and send (`per_address`), the meta-protocol
-//! between two agents (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose
-//! state is whose and how much of it there may be (`state_limits`), storage faults under a
-//! running server (`storage_faults`), the
-//! requester's choice of protocol or natural language (`requester`), seed 003's station
-//! protocol (`seed003`), a scripted model (`openai_backend`) and the Python reference SDK
-//! (`interop_python`); the agent as a user and an operator meet it (`agent`); what model calls
-//! cost (`tokens`); with what they share in `support`.
+//! (`websocket`), what one address may hold and send (`per_address`), the seed-002 framing
+//! (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents
+//! (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose state is whose and how
+//! much of it there may be (`state_limits`), storage faults under a running server
+//! (`storage_faults`), the requester's choice of protocol or natural
+//! language (`requester`), an agent whose capabilities another agent performs (`agent_binding`),
+//! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
+//! reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
+//! (`agentconnect`); MCP servers behind Parley (`mcp`); the agent as a user and an operator meet
+//! it (`agent`); what model calls cost (`tokens`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
@@ -16,9 +18,14 @@
 //! (`agent`).
 
 mod agent;
+mod agent_binding;
+mod agentconnect;
+mod anp;
+mod anp_requester;
 mod bounded_work;
 mod http;
 mod interop_python;
+mod mcp;
 mod negotiation;
 mod openai_backend;
 mod per_address;

@@ -119,6 +119,8 @@ async fn negotiate_call_restart(provider_settings: parley::config::Settings) {
     // The reply names its protocol: the token was echoed.
     let token = found
         .reply
+        .as_ref()
+        .expect("an NLIP reply")
         .tokens()
         .find(|t| t.subformat == "protocol")
         .expect("protocol token");
@@ -444,6 +446,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
     let capabilities =
         parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
+            .await
             .expect("capabilities");
     let right = parley_reasoner::BuiltinProtocolReasoner
         .generate_sync(
@@ -660,4 +663,75 @@ async fn a_peer_without_the_meta_protocol_gets_natural_language() {
     );
     let _ = echo.kill();
     let _ = echo.wait();
+}
+
+#[tokio::test]
+async fn a_document_with_example_messages_is_agreed_and_the_provider_says_what_it_inferred() {
+    // AgentConnect writes example messages with placeholders instead of JSON Schemas; Parley
+    // activates only verified handlers, so this one carries test cases in the seed's prose form.
+    let mut text = std::fs::read_to_string(
+        parley_tests::repo_root().join("negotiator/tests/documents/agentconnect-catalogue.md"),
+    )
+    .expect("corpus document");
+    text.push_str(concat!(
+        "\n# Test Cases\n\n## Test Case 1: a known product\n\nRequest:\n\n",
+        "{\"messageType\": \"ProductQuery\", \"messageId\": \"m1\", \"productId\": \"P12345\"}\n\n",
+        "Expected Result:\n\n",
+        "{\"messageType\": \"ProductQueryResponse\", \"messageId\": \"m1\", \"code\": 200}\n",
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let provider = TestApp::spawn(&settings).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&provider.url(), &text, |_| {})
+        .await
+        .expect("negotiate");
+    assert_eq!(
+        negotiated.outcome,
+        Outcome::Agreed,
+        "{:?}",
+        negotiated.transcript
+    );
+    let called = requester
+        .call(
+            &provider.url(),
+            &negotiated.hash,
+            json!({"messageType": "ProductQuery", "messageId": "a1b2c3d4e5f6a7b8", "productId": "P12345"}),
+        )
+        .await
+        .expect("call");
+    assert_eq!(called.answer["messageType"], "ProductQueryResponse");
+    assert_eq!(called.answer["messageId"], "a1b2c3d4e5f6a7b8");
+    assert_eq!(called.answer["code"], 200);
+    assert!(
+        called.answer["productInfo"]["price"].is_number(),
+        "{}",
+        called.answer
+    );
+
+    // The provider's side of the conversation tells the peer how it read the examples.
+    let store = parley::startup::open_store(&settings)
+        .await
+        .expect("the provider's store");
+    let negotiation = &store
+        .negotiations_for_protocol(&negotiated.hash.to_string())
+        .await
+        .expect("query")[0];
+    let log = store
+        .list_messages(&negotiation.conversation_id, 0, parley_store::MAX_PAGE)
+        .await
+        .expect("the conversation log");
+    let said = log
+        .iter()
+        .filter(|m| m.direction == Direction::Outbound)
+        .map(|m| m.message.to_string())
+        .collect::<String>();
+    assert!(said.contains("Read from the document's examples"), "{said}");
+    assert!(
+        said.contains("`/messageId`: string from the placeholder"),
+        "{said}"
+    );
+    provider.stop().await;
 }

@@ -1,6 +1,7 @@
 //! The requester's decision, through real Parley agents: a protocol when one is agreed or can
 //! be, natural language when none can (a provider that rejects, a peer without the
-//! meta-protocol), 0-RTT on the second request, base URLs for HTTP and WebSocket, short hashes;
+//! meta-protocol), 0-RTT on the second request, base URLs for HTTP and WebSocket and without a
+//! scheme, short hashes;
 //! and `fixErrorNegotiation` accepted for a guessed product name and price, declined for a
 //! changed status code, and a model reviewer that can narrow the guard rails but never widen
 //! them.
@@ -20,14 +21,14 @@ use serde_json::Value;
 
 use crate::support::{new_requester, product_protocol, request};
 
-async fn store_of(settings: &parley::config::Settings) -> Arc<dyn Store> {
+pub(crate) async fn store_of(settings: &parley::config::Settings) -> Arc<dyn Store> {
     parley_store::connect(&settings.database_url(), Default::default())
         .await
         .expect("provider store")
 }
 
 /// How many negotiations of protocol `hash` the provider has on record.
-async fn negotiations(store: &Arc<dyn Store>, hash: &ProtocolHash) -> usize {
+pub(crate) async fn negotiations(store: &Arc<dyn Store>, hash: &ProtocolHash) -> usize {
     store
         .negotiations_for_protocol(&hash.to_string())
         .await
@@ -37,7 +38,7 @@ async fn negotiations(store: &Arc<dyn Store>, hash: &ProtocolHash) -> usize {
 
 /// A provider whose only capability is the order-status lookup: it cannot serve the product
 /// protocol.
-fn orders_only_settings(dir: &Path) -> parley::config::Settings {
+pub(crate) fn orders_only_settings(dir: &Path) -> parley::config::Settings {
     let orders = parley_tests::repo_root().join("examples/data/orders.json");
     let capabilities = dir.join("orders-only.toml");
     std::fs::write(
@@ -64,7 +65,9 @@ binding = {{ type = "dataset", file = {orders:?}, key = "orderId", not_found = "
 }
 
 /// The transcript's `fixErrorNegotiation` messages as (direction, status, description).
-fn fix_errors(transcript: &[(parley_store::Direction, Value)]) -> Vec<(String, String, String)> {
+pub(crate) fn fix_errors(
+    transcript: &[(parley_store::Direction, Value)],
+) -> Vec<(String, String, String)> {
     transcript
         .iter()
         .filter(|(_, v)| v["action"] == "fixErrorNegotiation")
@@ -155,6 +158,37 @@ async fn negotiates_then_calls_then_calls_at_zero_rtt_over_base_urls() {
         1,
         "no new negotiation"
     );
+
+    // Host and port only, as people type them: an http:// URL, the same peer, so the protocol
+    // given as text is called at once through the agreement.
+    let third = requester
+        .request(
+            &provider.addr.to_string(),
+            ProtocolRef::Text(text.clone()),
+            request("r3", "P12345"),
+            true,
+            |p| panic!("the agreement is known, yet {p:?}"),
+        )
+        .await
+        .expect("request");
+    let Requested::Protocol {
+        negotiated: None,
+        called,
+        ..
+    } = &third
+    else {
+        panic!("through the agreement: {third:?}");
+    };
+    assert_eq!(called.answer["status"]["code"], 200);
+    let mut client =
+        parley::client::NlipClient::connect(&format!("localhost:{}", provider.addr.port()), false)
+            .await
+            .expect("a scheme-less URL is http://");
+    let reply = client
+        .send(&parley_nlip::Message::text("english", "help"))
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status, 200);
     provider.stop().await;
 }
 
@@ -339,7 +373,7 @@ async fn short_hashes_resolve_as_git_resolves_them() {
 /// gives no fixture, so the provider's verification asks its real catalogue (a read-only
 /// capability) and answers with the real values: valid, keeping every status and field, only
 /// the data differs.
-fn guessed_protocol() -> String {
+pub(crate) fn guessed_protocol() -> String {
     let text = product_protocol()
         .replacen(
             r#""productName": "High-performance Laptop","#,

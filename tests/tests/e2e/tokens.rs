@@ -159,6 +159,7 @@ async fn negotiation_cost(settings: Settings, model: &ScriptedOpenAi) {
     let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
     let capabilities =
         parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
+            .await
             .expect("capabilities");
     let handler = BuiltinProtocolReasoner
         .generate_sync(&doc, &DeclaredCapability::all(&capabilities), None)

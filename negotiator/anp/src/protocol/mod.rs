@@ -5,8 +5,8 @@
 //! | section | heading words recognised (any level, any case, numbering and `:` ignored) | needed |
 //! | --- | --- | --- |
 //! | requirements | `Requirements`, `Requirement`, `Purpose`, `Goal` | no |
-//! | process | `Process`, `Process Description`, `Interaction Flow`, `Flow`, `Interaction` | no |
-//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)` | **yes** |
+//! | process | `Process`, `Process Description`, `Interaction Flow`, `Flow`, `Protocol Flow`, `Interaction` | no |
+//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)`, `Request Message Format`, `Response Message Format`, `Message Structure` | **yes** |
 //! | error handling | `Error Handling`, `Errors`, `Error Codes` | no |
 //! | test cases | `Test Cases`, `Tests`, `Test Case` (without a number) | no |
 //!
@@ -23,6 +23,12 @@
 //! (e.g. `## Response Message`), its `title` (e.g. `ProductInfoRequest`), and finally document
 //! order (first request, then response). A missing schema, two candidates for one role, or a
 //! schema that does not compile is a [`ProtocolError`] naming the role.
+//!
+//! A document may show an example message instead of a schema (AgentConnect's generator writes
+//! `{"messageId": "<16 chars>", …}`): when the section has no schema for a role but exactly one
+//! example JSON object for it (its role decided as above), the schema is derived from the example
+//! (see `derive` for the rules: every shown field required, placeholder strings such as
+//! `"<integer>"` name their type) and [`ProtocolDoc::inferred`] says what was inferred.
 //!
 //! # Test cases
 //! The test cases section holds a JSON array (fenced or bare), or several, of objects:
@@ -51,8 +57,9 @@
 //!   with no matching entry fails (see [`Fixtures::answer`]).
 //!
 //! Seed 002's own prose form is read too: under each `Test Case …` heading, the first JSON value
-//! after a line mentioning "request" is the request and the first after a line mentioning
-//! "response" is the expected response (with `match: subset` and no fixtures).
+//! after a line mentioning "request" (or "input") is the request and the first after a line
+//! mentioning "response", "reply", "expected", "output" or "result" is the expected response
+//! (with `match: subset` and no fixtures).
 //!
 //! # Bounded work
 //! A document read from a peer is parsed with [`ProtocolDoc::parse_within`] and its
@@ -63,6 +70,7 @@
 //!   [`ProtocolHash::of`] that text.
 //! - A `ProtocolDoc` always has compiled request and response schemas.
 
+mod derive;
 pub mod limits;
 mod schemas;
 mod sections;
@@ -272,6 +280,7 @@ pub struct ProtocolDoc {
     request_validator: jsonschema::Validator,
     response_validator: jsonschema::Validator,
     test_cases: Vec<TestCase>,
+    inferred: Vec<String>,
 }
 
 impl std::fmt::Debug for ProtocolDoc {
@@ -325,10 +334,11 @@ impl ProtocolDoc {
             .ok_or(ProtocolError::MissingSection {
                 section: Section::DataFormat.title(),
             })?;
-        let (request_schema, response_schema) = find_schemas(&data.elements)?;
+        let schemas = find_schemas(&data.elements)?;
         if let Some(limits) = limits {
-            limits.check_schemas(&request_schema, &response_schema)?;
+            limits.check_schemas(&schemas.request, &schemas.response)?;
         }
+        let (request_schema, response_schema) = (schemas.request, schemas.response);
         let request_validator = compile(SchemaRole::Request, &request_schema)?;
         let response_validator = compile(SchemaRole::Response, &response_schema)?;
         let test_cases = match bodies.get(&Section::TestCases) {
@@ -348,6 +358,7 @@ impl ProtocolDoc {
             request_validator,
             response_validator,
             test_cases,
+            inferred: schemas.inferred,
         })
     }
 
@@ -378,6 +389,12 @@ impl ProtocolDoc {
             SchemaRole::Request => &self.request_schema,
             SchemaRole::Response => &self.response_schema,
         }
+    }
+
+    /// What the reader inferred because the document left it open (a schema derived from an
+    /// example message, see below), in words; empty for a document that specifies everything.
+    pub fn inferred(&self) -> &[String] {
+        &self.inferred
     }
 
     /// The negotiated test cases, in document order (possibly none).

@@ -1,8 +1,10 @@
 //! Finding the request and response JSON Schemas in the Data Format section (see the parent
-//! module's docs for how each one's role is decided).
+//! module's docs for how each one's role is decided), or deriving one from an example message
+//! when the section shows no schema for that role.
 
 use serde_json::Value;
 
+use super::derive::derive;
 use super::sections::Section;
 use super::{ProtocolError, SchemaRole};
 use crate::markdown::Element;
@@ -10,8 +12,10 @@ use crate::markdown::Element;
 /// Which role the words of `text` point at, if exactly one.
 pub(super) fn role_of(text: &str) -> Option<SchemaRole> {
     let t = text.to_lowercase();
-    let req = t.contains("request");
-    let resp = t.contains("response") || t.contains("reply");
+    let req = t.contains("request") || t.contains("input");
+    let resp = ["response", "reply", "expected", "output", "result"]
+        .iter()
+        .any(|w| t.contains(w));
     match (req, resp) {
         (true, false) => Some(SchemaRole::Request),
         (false, true) => Some(SchemaRole::Response),
@@ -36,13 +40,22 @@ fn is_schema(value: &Value) -> bool {
         })
 }
 
-pub(super) fn find_schemas(els: &[&Element]) -> Result<(Value, Value), ProtocolError> {
-    struct Candidate {
-        value: Value,
-        line: usize,
-        role: Option<SchemaRole>,
-    }
-    let mut candidates = Vec::new();
+/// The two schemas of a Data Format section, and what was inferred where one was derived.
+pub(super) struct Schemas {
+    pub(super) request: Value,
+    pub(super) response: Value,
+    pub(super) inferred: Vec<String>,
+}
+
+struct Candidate {
+    value: Value,
+    line: usize,
+    role: Option<SchemaRole>,
+}
+
+pub(super) fn find_schemas(els: &[&Element]) -> Result<Schemas, ProtocolError> {
+    let mut schemas = Vec::new();
+    let mut examples = Vec::new();
     let mut heading: Option<&str> = None;
     let mut last_text: Option<&str> = None;
     for el in els {
@@ -63,23 +76,50 @@ pub(super) fn find_schemas(els: &[&Element]) -> Result<(Value, Value), ProtocolE
                 let context_says_example = last_text
                     .is_some_and(|t| t.to_lowercase().contains("example"))
                     || heading.is_some_and(|h| h.to_lowercase().contains("example"));
+                let role = last_text
+                    .and_then(role_of)
+                    .or_else(|| heading.and_then(role_of))
+                    .or_else(|| value.get("title").and_then(Value::as_str).and_then(role_of));
+                let candidate = Candidate {
+                    value: value.clone(),
+                    line: *line,
+                    role,
+                };
                 if is_schema(value) && !context_says_example {
-                    let role = last_text
-                        .and_then(role_of)
-                        .or_else(|| heading.and_then(role_of))
-                        .or_else(|| value.get("title").and_then(Value::as_str).and_then(role_of));
-                    candidates.push(Candidate {
-                        value: value.clone(),
-                        line: *line,
-                        role,
-                    });
+                    schemas.push(candidate);
+                } else if value.is_object() {
+                    examples.push(candidate);
                 }
                 last_text = None;
             }
             _ => {}
         }
     }
-    // Unlabelled schemas take the roles still free, in document order.
+    let (request, response) = by_role(schemas);
+    let mut inferred = Vec::new();
+    let (example_request, example_response) = by_role(examples);
+    let mut pick = |schemas: Vec<Candidate>, examples: Vec<Candidate>, role: SchemaRole| {
+        if schemas.is_empty()
+            && let [example] = &examples[..]
+        {
+            let derived = derive(&role.to_string(), example.line, &example.value);
+            inferred.extend(derived.notes);
+            return Ok(derived.schema);
+        }
+        one(schemas, role)
+    };
+    let request = pick(request, example_request, SchemaRole::Request)?;
+    let response = pick(response, example_response, SchemaRole::Response)?;
+    Ok(Schemas {
+        request,
+        response,
+        inferred,
+    })
+}
+
+/// Sorts candidates into request and response: labelled ones by their label, then unlabelled
+/// ones into the roles still free, in document order.
+fn by_role(candidates: Vec<Candidate>) -> (Vec<Candidate>, Vec<Candidate>) {
     let mut request = Vec::new();
     let mut response = Vec::new();
     let mut unlabelled = Vec::new();
@@ -96,19 +136,20 @@ pub(super) fn find_schemas(els: &[&Element]) -> Result<(Value, Value), ProtocolE
         } else if response.is_empty() {
             response.push(c);
         }
-        // Further unlabelled schemas (nested definitions shown separately) are ignored.
+        // Further unlabelled values (nested definitions shown separately) are ignored.
     }
-    let pick = |mut v: Vec<Candidate>, role| match v.len() {
+    (request, response)
+}
+
+/// The one candidate for `role`.
+fn one(mut candidates: Vec<Candidate>, role: SchemaRole) -> Result<Value, ProtocolError> {
+    match candidates.len() {
         0 => Err(ProtocolError::MissingSchema { role }),
-        1 => Ok(v.remove(0).value),
+        1 => Ok(candidates.remove(0).value),
         count => Err(ProtocolError::AmbiguousSchema {
             role,
             count,
-            lines: v.iter().map(|c| c.line).collect(),
+            lines: candidates.iter().map(|c| c.line).collect(),
         }),
-    };
-    Ok((
-        pick(request, SchemaRole::Request)?,
-        pick(response, SchemaRole::Response)?,
-    ))
+    }
 }

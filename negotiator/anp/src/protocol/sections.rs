@@ -38,13 +38,21 @@ impl Section {
             | "flow"
             | "interaction"
             | "process flow"
+            | "protocol flow"
+            | "message flow"
             | "interaction process" => Some(Section::Process),
             "data format"
             | "data format description"
             | "data formats"
             | "message format"
             | "message formats"
-            | "data format definition" => Some(Section::DataFormat),
+            | "data format definition"
+            | "request message format"
+            | "response message format"
+            | "request format"
+            | "response format"
+            | "data structures"
+            | "message structure" => Some(Section::DataFormat),
             "error handling" | "errors" | "error codes" | "error handling description" => {
                 Some(Section::ErrorHandling)
             }

@@ -72,6 +72,9 @@ pub(super) struct Core {
     pub(super) our_proposal: Option<String>,
     pub(super) agreed: Option<(ProtocolHash, String)>,
     pub(super) after: After,
+    /// The peer echoed the agreement once already (see `is_echo`).
+    #[serde(default)]
+    pub(super) echoed: bool,
 }
 
 impl Core {
@@ -88,6 +91,7 @@ impl Core {
             our_proposal: None,
             agreed: None,
             after: After::default(),
+            echoed: false,
         }
     }
 

@@ -24,8 +24,12 @@
 //! read this as **one counter shared by both directions** over the `protocolNegotiation`
 //! messages of one negotiation: the requester's first proposal is 0, the provider's answer 1,
 //! the requester's next message 2, and so on — every `protocolNegotiation` message, whatever its
-//! status, carries the previous one's id + 1. A provider also accepts 1 as the first id (some
-//! peers count from 1) and continues from there. Other meta-protocol messages
+//! status, carries the previous one's id + 1. Parley sends exactly that. It takes what
+//! AgentConnect, the one other implementation, sends: a provider accepts 1 as the first id, a
+//! requester accepts 2 as the answer to its 0 (both: a peer counting from 1), and either
+//! continues from there; once agreed, one `accepted` echo of the agreement whose id does not
+//! move on (AgentConnect answers `accepted` with `accepted`, repeating its last id) is taken
+//! and changes nothing. Other meta-protocol messages
 //! (`codeGeneration`, `testCasesNegotiation`, `fixErrorNegotiation`,
 //! `naturalLanguageNegotiation`) have no `sequenceId` and do not advance the counter. A wrong
 //! id is a [`NegotiationError::Sequence`], not a warning.
@@ -43,10 +47,13 @@
 //!   either side's counter-proposal). A peer's `accepted` naming any other text — including the
 //!   very first message of a negotiation arriving already `accepted` — is refused with
 //!   [`NegotiationError::UnevaluatedAcceptance`].
-//! - Every status is handled: `timeout` ends the session cleanly ([`NegotiationError::Timeout`]),
+//! - Every status is handled: `timeout` ends the session cleanly ([`NegotiationError::Timeout`];
+//!   Parley never sends one to a peer: it is not in the seed's list, and AgentConnect fails on it),
 //!   `codeGeneration` `error` is a failure ([`NegotiationError::CodeGeneration`]).
 //! - Every rule break ends the session: it returns [`Step::Rejected`] and stays closed; later
-//!   calls return [`Step::Rejected`] with [`NegotiationError::SessionClosed`].
+//!   calls return [`Step::Rejected`] with [`NegotiationError::SessionClosed`], except a peer's
+//!   own `rejected` or `timeout` `protocolNegotiation`, which echoes the end and is answered with
+//!   [`Step::Wait`].
 //! - No call panics, whatever the input or call order.
 
 mod machine;
@@ -144,6 +151,11 @@ pub enum NegotiationError {
     SessionClosed,
     #[error("the session was driven out of order: {message}")]
     InvalidState { message: String },
+    #[error(
+        "meta-protocol version {version:?} is not supported: this side speaks {}",
+        crate::messages::META_PROTOCOL_VERSION
+    )]
+    UnsupportedVersion { version: String },
 }
 
 impl NegotiationError {
@@ -161,6 +173,7 @@ impl NegotiationError {
             NegotiationError::CodeGeneration { .. } => "code_generation_failed",
             NegotiationError::SessionClosed => "session_closed",
             NegotiationError::InvalidState { .. } => "invalid_state",
+            NegotiationError::UnsupportedVersion { .. } => "unsupported_version",
         }
     }
 }

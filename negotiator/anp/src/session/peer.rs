@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::machine::{Core, SessionPhase, next_round};
-use super::{NegotiationError, Side, Step};
+use super::{NegotiationError, SessionRole, Side, Step};
 use crate::hash::ProtocolHash;
 use crate::messages::{
     CodeGenerationStatus, FixErrorNegotiation, MetaMessage, MetaStatus, ProtocolNegotiation,
@@ -28,6 +28,13 @@ impl Core {
 
     pub(super) fn receive(&mut self, msg: MetaMessage) -> Step {
         if self.closed() {
+            // The peer's own end of a negotiation that is over (AgentConnect answers `rejected`
+            // with `rejected`): nothing to answer.
+            if let MetaMessage::ProtocolNegotiation(m) = &msg
+                && matches!(m.status, MetaStatus::Rejected | MetaStatus::Timeout)
+            {
+                return Step::Wait;
+            }
             return Step::Rejected {
                 reason: NegotiationError::SessionClosed,
                 send: None,
@@ -58,6 +65,9 @@ impl Core {
             }),
             Some(last) => match last.checked_add(1) {
                 Some(expected) if expected == got => Ok(()),
+                // A provider that counts from 1 (AgentConnect) answers the requester's first
+                // proposal, 0, with 2: the id it gives the answer to a 1. From there on, +1.
+                Some(1) if got == 2 && self.role == SessionRole::Requester => Ok(()),
                 Some(expected) => Err(NegotiationError::Sequence {
                     expected: expected.to_string(),
                     got,
@@ -96,6 +106,10 @@ impl Core {
                         },
                         None,
                     ),
+                    MetaStatus::Accepted if self.is_echo(&m) => {
+                        self.echoed = true;
+                        Step::Wait
+                    }
                     _ => self.fail(NegotiationError::OutOfTurn {
                         message: "protocolNegotiation after the protocol was agreed".into(),
                     }),
@@ -146,6 +160,23 @@ impl Core {
                 self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
             }
         }
+    }
+
+    /// Whether `m`, arriving once the protocol is agreed, echoes the agreement: `accepted`,
+    /// naming the agreed text (or none), with an id no later than the next one. AgentConnect
+    /// answers an `accepted` with one of its own that repeats its last id; one such echo is
+    /// taken, and changes nothing.
+    fn is_echo(&self, m: &ProtocolNegotiation) -> bool {
+        let names_agreed = match &self.agreed {
+            Some((hash, _)) => {
+                m.candidate_protocols.is_empty() || hash.matches(&m.candidate_protocols)
+            }
+            None => false,
+        };
+        let in_sequence = self
+            .last_seq
+            .is_some_and(|last| m.sequence_id <= last.saturating_add(1));
+        !self.echoed && names_agreed && in_sequence
     }
 
     fn on_code_generation(&mut self, status: CodeGenerationStatus) -> Step {

@@ -3,6 +3,7 @@
 //! `support`.
 
 mod bounded;
+mod documents;
 mod messages;
 mod protocol_doc;
 mod session;

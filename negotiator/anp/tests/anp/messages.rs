@@ -143,13 +143,14 @@ fn hellos_as_in_the_seed() {
         }
     }));
 
-    // Parley's own hello, with the known-hashes field.
+    // Parley's own hello, offering in the seed's fields.
     let h = ProtocolHash::of("agreed protocol text");
     let msg = MetaMessage::source_hello(MetaProtocolInfo::parley([h]));
     let value = msg.to_value();
     assert_eq!(value["type"], "sourceHello");
+    assert_eq!(value["metaProtocol"]["protocolHash"], json!(h.to_hex()));
     assert_eq!(
-        value["metaProtocol"]["knownProtocolHashes"],
+        value["metaProtocol"]["candidateProtocols"],
         json!([h.to_hex()])
     );
     let MetaMessage::SourceHello(back) = MetaMessage::from_value(value).expect("parses") else {

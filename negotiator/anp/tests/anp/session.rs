@@ -129,6 +129,94 @@ fn provider_accepts_peers_that_count_from_one() {
 }
 
 #[test]
+fn a_requester_takes_the_answers_of_a_provider_that_counts_from_one() {
+    // As AgentConnect's provider answers: our 0 is answered with 2 (its reply to a 1), a
+    // counter-proposal; we accept it with 3, and it echoes the agreement with 2 again.
+    let mut r = RequesterSession::new(SessionConfig::default());
+    expect_send(r.start("A"));
+    let (_, hash) = expect_evaluate(r.receive(negotiating(2, "B")));
+    let Step::Accepted { send: Some(m), .. } = r.evaluated(&hash, Verdict::Accept) else {
+        panic!("accept");
+    };
+    assert_eq!(seq_of(&m), 3);
+    assert_eq!(r.receive(pn(2, "B", MetaStatus::Accepted)), Step::Wait);
+    let generated = MetaMessage::code_generation(CodeGenerationStatus::Generated);
+    assert_eq!(r.receive(generated), Step::Wait);
+    assert!(matches!(
+        r.code_generated(Ok(())),
+        Step::Ready { send: Some(_), .. }
+    ));
+    // The skip is taken for the first answer only, and by a requester only.
+    let mut r = RequesterSession::new(SessionConfig::default());
+    expect_send(r.start("A"));
+    expect_rejected(r.receive(negotiating(3, "B")), "sequence_error");
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(0, "A")));
+    expect_send(p.evaluated(
+        &hash,
+        Verdict::Counter {
+            text: "B".into(),
+            summary: "s".into(),
+        },
+    ));
+    expect_rejected(p.receive(negotiating(3, "C")), "sequence_error");
+}
+
+#[test]
+fn one_echo_of_the_agreement_is_taken_and_nothing_else_after_it() {
+    // AgentConnect's requester answers our `accepted` (2) with its own, repeating its id 1.
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(1, "A")));
+    assert!(matches!(
+        p.evaluated(&hash, Verdict::Accept),
+        Step::Accepted { .. }
+    ));
+    assert_eq!(p.receive(pn(1, "A", MetaStatus::Accepted)), Step::Wait);
+    // A second echo is out of turn.
+    expect_rejected(p.receive(pn(1, "A", MetaStatus::Accepted)), "out_of_turn");
+
+    // An echo naming another text, or an id beyond the next, is no echo.
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(0, "A")));
+    assert!(matches!(
+        p.evaluated(&hash, Verdict::Accept),
+        Step::Accepted { .. }
+    ));
+    expect_rejected(p.receive(pn(2, "Z", MetaStatus::Accepted)), "out_of_turn");
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(0, "A")));
+    assert!(matches!(
+        p.evaluated(&hash, Verdict::Accept),
+        Step::Accepted { .. }
+    ));
+    expect_rejected(p.receive(pn(5, "A", MetaStatus::Accepted)), "out_of_turn");
+    // After the echo the session goes on to code generation as before.
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(0, "A")));
+    assert!(matches!(
+        p.evaluated(&hash, Verdict::Accept),
+        Step::Accepted { .. }
+    ));
+    expect_send(p.code_generated(Ok(())));
+    assert_eq!(p.receive(pn(0, "", MetaStatus::Accepted)), Step::Wait);
+    let generated = MetaMessage::code_generation(CodeGenerationStatus::Generated);
+    assert!(matches!(p.receive(generated), Step::Ready { .. }));
+}
+
+#[test]
+fn a_rejection_echoed_after_the_end_is_taken_quietly() {
+    // AgentConnect answers our `rejected` with its own.
+    let mut p = provider();
+    let (_, hash) = expect_evaluate(p.receive(negotiating(1, "A")));
+    let reason = "no capability serves it".to_owned();
+    expect_rejected(p.evaluated(&hash, Verdict::Reject { reason }), "declined");
+    assert_eq!(p.receive(pn(1, "", MetaStatus::Rejected)), Step::Wait);
+    assert_eq!(p.closed_code(), Some("declined"));
+    // Anything else after the end is still refused.
+    expect_rejected(p.receive(negotiating(3, "B")), "session_closed");
+}
+
+#[test]
 fn wrong_sequence_ids_are_rejected() {
     // A first id other than 0 or 1.
     let mut p = provider();

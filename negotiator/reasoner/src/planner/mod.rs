@@ -88,7 +88,7 @@ impl From<&parley_capabilities::Capability> for DeclaredCapability {
 impl DeclaredCapability {
     /// Every declared capability, in name order.
     pub fn all(capabilities: &parley_capabilities::Capabilities) -> Vec<Self> {
-        capabilities.iter().map(Self::from).collect()
+        capabilities.iter().map(|c| Self::from(&*c)).collect()
     }
 }
 

@@ -576,14 +576,59 @@ mod envelope {
     use crate::support::repo;
 
     fn capabilities() -> Vec<DeclaredCapability> {
-        let caps = Capabilities::load(&repo().join("examples/seed003/capabilities.toml"), |_| None)
+        // Planning reads declarations only: the log's address is never called.
+        let log = |k: &str| (k == "STATION_LOG_URL").then(|| "http://127.0.0.1:9".to_owned());
+        let caps = Capabilities::load(&repo().join("examples/seed003/capabilities.toml"), log)
             .expect("the seed-003 capabilities load");
         DeclaredCapability::all(&caps)
     }
 
     fn text() -> String {
-        std::fs::read_to_string(repo().join("examples/seed003/protocols/station-reading.md"))
+        seed003_text("station-reading.md")
+    }
+
+    fn seed003_text(name: &str) -> String {
+        std::fs::read_to_string(repo().join("examples/seed003/protocols").join(name))
             .expect("seed-003 protocol")
+    }
+
+    #[test]
+    fn an_inform_is_planned_onto_the_recording_capability() {
+        let doc = ProtocolDoc::parse(seed003_text("station-note.md")).expect("parses");
+        let Evaluation::Accept { mapping } =
+            BuiltinProtocolReasoner.evaluate_sync(&doc, &capabilities())
+        else {
+            panic!("the seed-003 note protocol is served");
+        };
+        assert_eq!(mapping.capability, "recordStationNote");
+        let arguments: Vec<(&str, &str)> = mapping
+            .arguments
+            .iter()
+            .map(|a| (a.input.as_str(), a.request.as_str()))
+            .collect();
+        assert_eq!(
+            arguments,
+            [("note", "/body/note"), ("stationId", "/body/stationId")]
+        );
+        assert_eq!(
+            source_of(&mapping, "/header/reply_to"),
+            &Source::Echo {
+                field: "/header/id".to_owned()
+            }
+        );
+        let Source::Status {
+            shape: parley_reasoner::mapping::StatusShape::Text { ok, internal, .. },
+        } = source_of(&mapping, "/header/type")
+        else {
+            panic!("the message type follows the outcome: {mapping:#?}");
+        };
+        assert_eq!((ok.as_str(), internal.as_str()), ("ACKNOWLEDGE", "ERROR"));
+        assert_eq!(
+            source_of(&mapping, "/body/record"),
+            &Source::OutputObject {
+                fields: vec![("id".to_owned(), "id".to_owned())]
+            }
+        );
     }
 
     fn source_of<'m>(mapping: &'m parley_reasoner::mapping::Mapping, field: &str) -> &'m Source {
@@ -755,4 +800,36 @@ mod envelope {
             handler.source
         );
     }
+}
+
+#[test]
+fn a_document_with_example_messages_instead_of_schemas_is_accepted() {
+    // AgentConnect's style: placeholders instead of JSON Schemas (negotiator/tests/documents).
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/documents");
+    let text = std::fs::read_to_string(corpus.join("agentconnect-catalogue.md")).expect("corpus");
+    let Evaluation::Accept { mapping } = evaluate(&text) else {
+        panic!("the catalogue document is served by getProductInfo");
+    };
+    assert_eq!(mapping.capability, "getProductInfo");
+    let source = |field: &str| {
+        mapping
+            .response
+            .iter()
+            .find(|r| r.field == field)
+            .map(|r| r.source.clone())
+            .unwrap_or_else(|| panic!("{field} is mapped"))
+    };
+    // The example's literal message type is the response's constant, not an echo of the request's.
+    assert_eq!(
+        source("messageType"),
+        Source::Constant {
+            value: json!("ProductQueryResponse")
+        }
+    );
+    assert_eq!(
+        source("messageId"),
+        Source::Echo {
+            field: "messageId".into()
+        }
+    );
 }

@@ -375,7 +375,7 @@ fn example_path() -> PathBuf {
 #[tokio::test]
 async fn example_file_loads_and_serves_seed_002() {
     let caps = Capabilities::load(&example_path(), no_env).expect("the shipped example is valid");
-    let names: Vec<&str> = caps.names().collect();
+    let names = caps.names();
     assert_eq!(names, ["getOrderStatus", "getProductInfo"]);
 
     // Test case 1 of seed 002.

@@ -87,11 +87,37 @@ impl LocalStore {
     }
 }
 
+/// Which framing of the meta-protocol to speak to the provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WireKind {
+    /// NLIP messages: POST /nlip, or the WebSocket /nlip/ws for ws(s):// URLs.
+    Nlip,
+    /// Seed 002's frames on the WebSocket /anp (AgentConnect's framing); http(s):// URLs are
+    /// reached over ws(s)://.
+    Anp,
+}
+
+/// The framing, and its time limits.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WireArgs {
+    /// The framing of the meta-protocol: nlip, or anp (seed 002's, on /anp).
+    #[arg(long, value_enum, default_value = "nlip")]
+    pub wire: WireKind,
+    /// With --wire anp: how long the provider may take to answer the hello before the
+    /// negotiation goes on without it (seed-002 peers need not answer one).
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    pub hello_timeout_ms: u64,
+    /// With --wire anp: how long the provider may take for any other answer.
+    #[arg(long, default_value_t = 120_000, value_name = "MS")]
+    pub reply_timeout_ms: u64,
+}
+
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["protocol", "requirement"])))]
 pub struct NegotiateArgs {
-    /// The provider's NLIP end-point (http(s)://…/nlip or ws(s)://…/nlip/ws; without a path,
-    /// the peer's /nlip or /nlip/ws).
+    /// The provider's end-point: with --wire nlip, http(s)://…/nlip or ws(s)://…/nlip/ws
+    /// (without a path, the peer's /nlip or /nlip/ws); with --wire anp, ws(s)://…/anp
+    /// (without a path, the peer's /anp). Without a scheme, http://.
     pub url: String,
     /// A protocol document (markdown with request/response JSON Schemas and test cases).
     #[arg(long)]
@@ -109,12 +135,15 @@ pub struct NegotiateArgs {
     #[arg(long, default_value_t = 10)]
     pub max_rounds: u32,
     #[command(flatten)]
+    pub wire: WireArgs,
+    #[command(flatten)]
     pub store: LocalStore,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
-    /// The provider's NLIP end-point (without a path: its /nlip, or /nlip/ws over ws(s)://).
+    /// The provider's end-point (without a path: its /nlip, /nlip/ws over ws(s)://, or /anp
+    /// with --wire anp; without a scheme, http://).
     pub url: String,
     /// A protocol document, negotiated first unless this requester agreed it with the peer
     /// already; or the hash of a protocol in the local store (hex or sha256:hex; a unique
@@ -130,6 +159,8 @@ pub struct CallArgs {
     /// Proposals before giving up, when the call negotiates.
     #[arg(long, default_value_t = 10)]
     pub max_rounds: u32,
+    #[command(flatten)]
+    pub wire: WireArgs,
     #[command(flatten)]
     pub store: LocalStore,
 }
@@ -164,7 +195,7 @@ pub enum ConversationsCommand {
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
     /// End-point: http(s)://host:port/nlip, ws(s)://host:port/nlip/ws (CBOR) or …/nlip/ws/text
-    /// (JSON); without a path, the peer's /nlip or /nlip/ws
+    /// (JSON); without a path, the peer's /nlip or /nlip/ws; without a scheme, http://
     pub url: String,
     /// The text to send.
     pub text: String,

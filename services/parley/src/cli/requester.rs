@@ -3,11 +3,25 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::negotiation::anp::AnpOptions;
 use crate::negotiation::requester::{
-    Outcome, ProtocolRef, Requested, Requester, RequesterError, ask_in_natural_language,
+    Outcome, ProtocolRef, Requested, Requester, RequesterError, Wire, ask_in_natural_language,
 };
 
+use super::args::{WireArgs, WireKind};
 use super::{CallArgs, CliError, NegotiateArgs, json, read};
+
+impl WireArgs {
+    fn wire(&self) -> Wire {
+        match self.wire {
+            WireKind::Nlip => Wire::Nlip,
+            WireKind::Anp => Wire::Anp(AnpOptions {
+                hello_timeout: std::time::Duration::from_millis(self.hello_timeout_ms),
+                reply_timeout: std::time::Duration::from_millis(self.reply_timeout_ms),
+            }),
+        }
+    }
+}
 
 /// The protocol text `negotiate` proposes: the file given, or one drafted from a requirement.
 async fn protocol_text(args: &NegotiateArgs) -> Result<String, CliError> {
@@ -37,11 +51,12 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
     let text = protocol_text(&args).await?;
     let requester = Requester {
         max_rounds: args.max_rounds,
+        wire: args.wire.wire(),
         ..Requester::new(args.store.open().await?)
     };
     let result = match requester.negotiate(&args.url, &text, progress).await {
         Ok(r) => r,
-        Err(RequesterError::NotSupported) => {
+        Err(RequesterError::NotSupported) if args.wire.wire == WireKind::Nlip => {
             note!("the peer does not speak the meta-protocol: asking in natural language instead");
             let answer = ask_in_natural_language(&args.url, &text).await?;
             out!("status   natural-language fallback");
@@ -61,7 +76,11 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
     };
     out!("status   {status}");
     out!("rounds   {}", result.rounds);
-    out!("messages {} NLIP exchanges", result.messages);
+    let unit = match args.wire.wire {
+        WireKind::Nlip => "NLIP exchanges",
+        WireKind::Anp => "exchanges of seed-002 frames",
+    };
+    out!("messages {} {unit}", result.messages);
     out!("transcript:");
     for (direction, message) in &result.transcript {
         let arrow = match direction {
@@ -92,6 +111,7 @@ pub(super) async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
     let request = json(&args.json, || "--json is not valid JSON".into())?;
     let requester = Requester {
         max_rounds: args.max_rounds,
+        wire: args.wire.wire(),
         ..Requester::new(args.store.open().await?)
     };
     let path = PathBuf::from(&args.protocol);

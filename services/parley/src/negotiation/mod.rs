@@ -1,6 +1,6 @@
 //! The ANP meta-protocol: the provider's side ([`provider`]), the requester's side
 //! ([`requester`]), the sandbox-backed handler runner ([`runner`]), and how it all rides in
-//! NLIP ([`nlip`]).
+//! NLIP ([`nlip`]) and in seed 002's frames ([`anp`]).
 //!
 //! # The framing seam
 //! The negotiation core does not know which framing carries it:
@@ -13,14 +13,15 @@
 //! - The requester's loop, [`requester::Requester::negotiate_over`], drives its session over
 //!   any [`requester::MetaChannel`]: "send these meta messages, give me the peer's answer".
 //!
-//! [`nlip`] is the one framing today: it sorts inbound NLIP messages into meta-protocol,
+//! Two framings carry it. [`nlip`] sorts inbound NLIP messages into meta-protocol,
 //! application and plain traffic, turns a `MetaTurn` into an NLIP control message, and is the
-//! requester's channel over NLIP. A second framing (the seed's raw WebSocket with its 1-byte
-//! protocol-type header, or a JSON-RPC binding) is a new file beside `nlip.rs` that does the
-//! same for its frames (decode to meta-protocol values or an application request, encode the
-//! `MetaTurn` and the answer, implement `MetaChannel`), plus its route in `server`; the
-//! provider and requester stay as they are.
+//! requester's channel over NLIP. [`anp`] does the same for seed 002's frames on a WebSocket
+//! (`/anp`): one frame per message, the connection as the session, application frames served
+//! by the protocol the connection agreed ([`provider::MetaTurn::agreed`]). Another framing (a
+//! JSON-RPC binding) is a new module beside them that does the same for its messages, plus its
+//! route in `server`; the provider and requester stay as they are.
 
+pub mod anp;
 pub mod nlip;
 pub mod provider;
 pub mod requester;

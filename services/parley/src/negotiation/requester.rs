@@ -6,23 +6,28 @@
 //!
 //! [`Requester::request`] (module `request`) is the whole decision a requester takes for one
 //! request: the agreed protocol when there is one, a negotiation first when there is not, and
-//! natural language when no protocol can be agreed.
+//! natural language when no protocol can be agreed. The CLI's `call` makes it for a person; the
+//! server makes it for a capability bound to another agent ([`BindingRequester`]).
 //!
 //! A provider's `fixErrorNegotiation` (its answers are right, our test expectation wrong) is
 //! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
 //! not know may be corrected, statuses, structure and its own values may not. A configured
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
 
+mod anp;
+mod binding;
+mod channel;
 mod counter;
 mod request;
 
+pub use binding::BindingRequester;
+pub use channel::MetaChannel;
+use channel::Recorded;
 pub use counter::judge_counter;
 pub use request::{FallbackReason, ProtocolRef, Requested, ask_in_natural_language};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-use async_trait::async_trait;
 
 use parley_anp::{
     FixReview, FixVerdict, MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash,
@@ -36,6 +41,7 @@ use parley_store::{
 };
 use serde_json::{Value, json};
 
+use super::anp::{AnpLink, AnpOptions};
 use super::nlip::{NlipLink, application_message};
 use crate::client::{ClientError, NlipClient};
 
@@ -56,6 +62,15 @@ pub enum RequesterError {
     Peer { code: String, message: String },
     #[error("the peer stopped answering the negotiation")]
     Stalled,
+    /// The peer did not answer the hello: on a framing where the hello is optional (seed 002's)
+    /// the negotiation goes on without 0-RTT.
+    #[error("the peer did not answer the hello")]
+    NoHello,
+    #[error(
+        "the peer speaks meta-protocol version {version:?}; this side speaks {ours}",
+        ours = parley_anp::messages::META_PROTOCOL_VERSION
+    )]
+    UnsupportedVersion { version: String },
     #[error("protocol {0} is not in the local store; negotiate it first")]
     UnknownLocally(String),
     #[error("{prefix} names more than one protocol in the local store: {}", .candidates.join(", "))]
@@ -121,45 +136,18 @@ pub struct Requester {
     /// Reviews a provider's error report once the guard rails allowed it (and may only decline
     /// it); without one, what the guard rails allow is accepted.
     pub reviewer: Option<Arc<dyn ProtocolReasoner>>,
+    /// The framing this requester speaks to providers.
+    pub wire: Wire,
 }
 
-/// How the requester's negotiation reaches the provider: one framing of the meta-protocol
-/// (NLIP's is [`NlipLink`]).
-#[async_trait]
-pub trait MetaChannel: Send {
-    /// Sends `messages` (with a human-readable `summary`, where the framing carries one) and
-    /// returns the meta-protocol messages the peer answered with, in order.
-    async fn exchange(
-        &mut self,
-        summary: &str,
-        messages: &[MetaMessage],
-    ) -> Result<Vec<Value>, RequesterError>;
-}
-
-/// A channel that records what crosses it: every meta-protocol message with its direction,
-/// and how many exchanges there were.
-struct Recorded<'a, C> {
-    channel: &'a mut C,
-    transcript: Vec<(Direction, Value)>,
-    messages: u32,
-}
-
-impl<C: MetaChannel> Recorded<'_, C> {
-    async fn exchange(
-        &mut self,
-        summary: &str,
-        out: &[MetaMessage],
-    ) -> Result<Vec<Value>, RequesterError> {
-        for m in out {
-            self.transcript.push((Direction::Outbound, m.to_value()));
-        }
-        self.messages += 1;
-        let answer = self.channel.exchange(summary, out).await?;
-        for v in &answer {
-            self.transcript.push((Direction::Inbound, v.clone()));
-        }
-        Ok(answer)
-    }
+/// Which framing of the meta-protocol a requester speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// NLIP messages (`/nlip`, `/nlip/ws`): [`NlipLink`].
+    #[default]
+    Nlip,
+    /// Seed 002's frames on a WebSocket (`/anp`): [`AnpLink`].
+    Anp(AnpOptions),
 }
 
 /// What the requester's loop does after one step of its session.
@@ -209,11 +197,14 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 step = self.session.receive_value(v);
                 continue;
             }
-            if self.outbox.is_empty() {
-                return Err(RequesterError::Stalled);
-            }
-            self.report("negotiating");
-            let replies = self.send("Protocol negotiation.").await?;
+            let replies = if self.outbox.is_empty() {
+                // Nothing to send, but the peer still owes a message: a framing where the peer
+                // speaks unprompted may have it on the way.
+                self.channel.receive().await?
+            } else {
+                self.report("negotiating");
+                self.send("Protocol negotiation.").await?
+            };
             inbox.extend(replies);
             let Some(first) = inbox.pop_front() else {
                 return Err(RequesterError::Stalled);
@@ -284,7 +275,8 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             Step::Ready { hash, send } => {
                 self.outbox.extend(send);
                 if !self.outbox.is_empty() {
-                    self.send("Code generated.").await?;
+                    let out = std::mem::take(&mut self.outbox);
+                    self.channel.notify("Code generated.", &out).await?;
                 }
                 self.requester.agree(self.peer, &hash).await?;
                 Next::Done(hash, Outcome::Agreed)
@@ -293,7 +285,8 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 self.outbox.extend(send);
                 if !self.outbox.is_empty() {
                     // Tell the peer; its answer does not matter any more.
-                    let _ = self.send("Negotiation ended.").await;
+                    let out = std::mem::take(&mut self.outbox);
+                    let _ = self.channel.notify("Negotiation ended.", &out).await;
                 }
                 let outcome = Outcome::Rejected {
                     code: reason.code().to_owned(),
@@ -328,6 +321,7 @@ impl Requester {
             store,
             max_rounds: 10,
             reviewer: None,
+            wire: Wire::Nlip,
         }
     }
 
@@ -352,10 +346,22 @@ impl Requester {
         capabilities: &[String],
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let peer = peer_key(url)?;
-        let mut link = NlipLink::connect(&peer).await?;
-        self.negotiate_over(&mut link, &peer, text, capabilities, progress)
-            .await
+        let peer = self.peer_key(url)?;
+        match self.wire {
+            Wire::Nlip => {
+                let mut link = NlipLink::connect(&peer).await?;
+                self.negotiate_over(&mut link, &peer, text, capabilities, progress)
+                    .await
+            }
+            Wire::Anp(options) => {
+                let mut link = AnpLink::connect(&peer, options).await?;
+                let negotiated = self
+                    .negotiate_over(&mut link, &peer, text, capabilities, progress)
+                    .await?;
+                link.close().await?;
+                Ok(negotiated)
+            }
+        }
     }
 
     /// Negotiates `text` with the provider `peer` over `channel`: hello first (0-RTT when the
@@ -494,6 +500,9 @@ impl Requester {
         hash: &ProtocolHash,
         request: Value,
     ) -> Result<Called, RequesterError> {
+        if let Wire::Anp(options) = self.wire {
+            return self.call_anp(url, hash, request, options).await;
+        }
         let protocol = self
             .store
             .get_protocol(&hash.to_string())
@@ -536,15 +545,20 @@ impl Requester {
         Ok(Called {
             answer,
             renegotiated,
-            reply,
+            reply: Some(reply),
         })
     }
 }
 
-/// How the local store names the peer at `url`: its NLIP end-point, so `http://host:8080`
-/// and `http://host:8080/nlip` are one peer.
-fn peer_key(url: &str) -> Result<String, RequesterError> {
-    Ok(crate::client::endpoint(url)?.to_string())
+impl Requester {
+    /// How the local store names the peer at `url`: its end-point for this requester's framing,
+    /// so `http://host:8080` and `http://host:8080/nlip` are one peer.
+    fn peer_key(&self, url: &str) -> Result<String, RequesterError> {
+        Ok(match self.wire {
+            Wire::Nlip => crate::client::endpoint(url)?.to_string(),
+            Wire::Anp(_) => crate::negotiation::anp::endpoint(url)?.to_string(),
+        })
+    }
 }
 
 /// The hello exchange: announces `capabilities` and offers `hash` for reuse; returns the
@@ -558,16 +572,27 @@ async fn hello<C: MetaChannel>(
     let mut info = MetaProtocolInfo::parley([hash]);
     info.supported_capabilities = capabilities.to_vec();
     let hello = MetaMessage::source_hello(info);
-    let answer = channel
+    let answer = match channel
         .exchange("Hello from a Parley requester.", &[hello])
-        .await?;
-    answer
+        .await
+    {
+        Ok(answer) => answer,
+        Err(RequesterError::NoHello) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let hello = answer
         .into_iter()
         .find_map(|v| match MetaMessage::from_value(v) {
-            Ok(MetaMessage::DestinationHello(h)) => Some(h.meta_protocol.selected_hash()),
+            Ok(MetaMessage::DestinationHello(h)) => Some(h),
             _ => None,
         })
-        .ok_or(RequesterError::NotSupported)
+        .ok_or(RequesterError::NotSupported)?;
+    if let Some(version) = hello.meta_protocol.unsupported_version(&hello.version) {
+        return Err(RequesterError::UnsupportedVersion {
+            version: version.to_owned(),
+        });
+    }
+    Ok(hello.meta_protocol.selected_hash())
 }
 
 /// The answer of [`Requester::call`].
@@ -576,5 +601,7 @@ pub struct Called {
     pub answer: Value,
     /// Set when the provider had forgotten the protocol and it was negotiated again.
     pub renegotiated: Option<Negotiated>,
-    pub reply: Message,
+    /// The NLIP reply that carried the answer (none over seed 002's framing, which has no
+    /// envelope).
+    pub reply: Option<Message>,
 }

@@ -12,6 +12,7 @@
 //! - `health`: `/health/live`, `/health/ready` and `/health`, and the [`Readiness`] start-up
 //!   reports into.
 //! - `websocket`: `/nlip/ws` (CBOR) and `/nlip/ws/text` (JSON).
+//! - `anp`: `/anp`, the meta-protocol's seed-002 framing (`negotiation::anp`).
 //! - `upload`: the upload listener's routes.
 
 use std::future::Future;
@@ -30,6 +31,7 @@ use crate::config::Limits;
 use crate::error::ApiError;
 
 mod admission;
+mod anp;
 mod health;
 mod http;
 mod listener;
@@ -116,6 +118,7 @@ fn app(state: AppState) -> Router {
         .route("/nlip/", any(method_not_allowed))
         .route("/nlip/ws", route(Framing::Cbor).layer(guard()))
         .route("/nlip/ws/text", route(Framing::Text).layer(guard()))
+        .route("/anp", get(anp::upgrade).layer(guard()))
         .route("/health", get(health::health).layer(guard()))
         .route("/health/live", get(health::live).layer(guard()))
         .route("/health/ready", get(health::ready).layer(guard()))

@@ -58,10 +58,11 @@ fn stop(mut child: Child) {
 
 /// The scripted model's answers: accept the product protocol, write its handler (the built-in
 /// generator's), then one natural-language answer through a tool call.
-fn script(model: &ScriptedOpenAi, protocol: &str) {
+async fn script(model: &ScriptedOpenAi, protocol: &str) {
     let doc = parley_anp::ProtocolDoc::parse(protocol.to_owned()).expect("doc");
     let capabilities =
         parley::startup::load_capabilities(Some(&examples().join("capabilities.toml")))
+            .await
             .expect("capabilities");
     let handler = BuiltinProtocolReasoner
         .generate_sync(&doc, &DeclaredCapability::all(&capabilities), None)
@@ -85,7 +86,7 @@ async fn protocols_show_prints_the_agreement_s_cost_and_conversations_show_their
     let protocol_path = examples().join("protocols/product-info.md");
     let protocol = std::fs::read_to_string(&protocol_path).expect("example protocol");
     let model = ScriptedOpenAi::start().await;
-    script(&model, &protocol);
+    script(&model, &protocol).await;
 
     let provider = tempfile::tempdir().expect("tempdir");
     let config = provider.path().join("parley.toml");

@@ -296,3 +296,63 @@ async fn urls_without_a_path_work_in_every_command_and_a_wrong_path_gets_a_hint(
     assert!(!ok);
     assert!(err.contains(&format!("{http}/nlip (POST)")), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negotiate_and_call_speak_seed_002_frames_with_wire_anp() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = Provider::start(dir.path(), examples().join("capabilities.toml")).await;
+    let local = tempfile::tempdir().expect("tempdir");
+    let file = protocol_file();
+    let hash = ProtocolHash::of(&std::fs::read_to_string(&file).expect("protocol"));
+    let base = format!("http://{}", provider.addr);
+
+    let (ok, out, err) = parley(&[
+        "negotiate",
+        &base,
+        "--wire",
+        "anp",
+        "--protocol",
+        utf8(&file),
+        "--data-dir",
+        utf8(local.path()),
+    ])
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("status   agreed"), "{out}");
+    assert!(out.contains("exchanges of seed-002 frames"), "{out}");
+    assert_eq!(provider.negotiations(&hash).await, 1);
+
+    // The call goes over a new connection, whose hello finds the protocol known.
+    let (ok, out, err) = parley(&[
+        "call",
+        &format!("ws://{}/anp", provider.addr),
+        "--wire",
+        "anp",
+        "--protocol",
+        &hash.to_string()[..8],
+        "--json",
+        REQUEST,
+        "--data-dir",
+        utf8(local.path()),
+    ])
+    .await;
+    assert!(ok, "{out}\n{err}");
+    let answer: serde_json::Value = serde_json::from_str(&out).expect("a JSON answer");
+    assert_eq!(answer["productInfo"]["productId"], "P12345");
+    assert_eq!(provider.negotiations(&hash).await, 1, "no new negotiation");
+
+    // `--wire` takes the two framings only.
+    let (ok, _, err) = parley(&[
+        "call",
+        &base,
+        "--wire",
+        "smoke",
+        "--protocol",
+        "x",
+        "--json",
+        "{}",
+    ])
+    .await;
+    assert!(!ok);
+    assert!(err.contains("nlip") && err.contains("anp"), "{err}");
+}

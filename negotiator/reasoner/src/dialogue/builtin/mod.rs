@@ -25,7 +25,7 @@ mod understand;
 mod values;
 mod words;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use parley_capabilities::{Capabilities, Capability, CapabilityError};
@@ -71,10 +71,19 @@ const CAN_DO: &str = "I can: ";
 #[derive(Debug)]
 pub struct BuiltinReasoner {
     capabilities: Arc<Capabilities>,
-    /// The help text, built once: capabilities do not change while the server runs, and
-    /// "what can you do" is the most common message a built-in agent answers.
+    /// What is derived from the capabilities, built once per set of capabilities (an MCP
+    /// server listing other tools makes a new set): "what can you do" is the most common
+    /// message a built-in agent answers.
+    view: Mutex<Arc<View>>,
+}
+
+/// The texts and matcher input derived from one set of capabilities.
+#[derive(Debug)]
+struct View {
+    /// [`Capabilities::generation`] it was derived from.
+    generation: u64,
     help: String,
-    /// The answer to a greeting, built once like the help text.
+    /// The answer to a greeting.
     greeting: String,
     /// Each capability as the request matcher reads it.
     profiles: Vec<Profile>,
@@ -82,16 +91,31 @@ pub struct BuiltinReasoner {
 
 impl BuiltinReasoner {
     pub fn new(capabilities: Arc<Capabilities>) -> Self {
-        let profiles: Vec<Profile> = capabilities.iter().map(Profile::new).collect();
+        let view = Mutex::new(Arc::new(Self::derive(&capabilities)));
+        Self { capabilities, view }
+    }
+
+    fn derive(capabilities: &Capabilities) -> View {
+        let generation = capabilities.generation();
+        let profiles: Vec<Profile> = capabilities.iter().map(|c| Profile::new(&c)).collect();
         let mut help = capabilities.summary();
-        help.push_str(&Self::how_to_invoke_text(&capabilities));
-        let greeting = Self::greeting_text(&capabilities, &profiles);
-        Self {
-            capabilities,
+        help.push_str(&Self::how_to_invoke_text(capabilities));
+        let greeting = Self::greeting_text(capabilities, &profiles);
+        View {
+            generation,
             help,
             greeting,
             profiles,
         }
+    }
+
+    /// The view of the capabilities as they are now.
+    fn view(&self) -> Arc<View> {
+        let mut view = self.view.lock().unwrap_or_else(|e| e.into_inner());
+        if view.generation != self.capabilities.generation() {
+            *view = Arc::new(Self::derive(&self.capabilities));
+        }
+        Arc::clone(&view)
     }
 
     fn greeting_text(capabilities: &Capabilities, profiles: &[Profile]) -> String {
@@ -165,7 +189,8 @@ impl BuiltinReasoner {
         if let Ok(arguments @ Value::Object(_)) = serde_json::from_str::<Value>(rest) {
             return self.invoke(capability.name(), arguments, &[]).await;
         }
-        let profile = self.profiles.iter().find(|p| p.name == capability.name());
+        let view = self.view();
+        let profile = view.profiles.iter().find(|p| p.name == capability.name());
         if !rest.starts_with('{')
             && let Some(Understood::Call {
                 capability,
@@ -205,7 +230,8 @@ impl BuiltinReasoner {
     /// Step 4 and 5 of the module docs. An answer that calls nothing starts with "did you
     /// mean" when a word of the message is a typo of a capability's name.
     async fn free_text(&self, text: &str, history: &[DialogueTurn]) -> NlAnswer {
-        let said = match understand(&self.profiles, text) {
+        let view = self.view();
+        let said = match understand(&view.profiles, text) {
             Understood::Call {
                 capability,
                 arguments,
@@ -235,7 +261,7 @@ impl BuiltinReasoner {
                 self.what_i_can_do(history)
             ),
             // "Hello! What can you do for me?" asks for the help text in more words.
-            Understood::Nothing if asks_for_help(text) => return NlAnswer::text(self.help.clone()),
+            Understood::Nothing if asks_for_help(text) => return NlAnswer::text(view.help.clone()),
             Understood::Nothing => format!(
                 "I cannot tell what you are asking for. {}",
                 self.what_i_can_do(history)
@@ -250,7 +276,8 @@ impl BuiltinReasoner {
     }
 
     fn needs_input(&self, capability: &str, missing: &[String]) -> String {
-        let profile = self.profiles.iter().find(|p| p.name == capability);
+        let view = self.view();
+        let profile = view.profiles.iter().find(|p| p.name == capability);
         let examples: Vec<String> = missing
             .iter()
             .map(|m| {
@@ -273,7 +300,8 @@ impl BuiltinReasoner {
     /// The brief list of capabilities, or a pointer to `help` when this conversation has seen
     /// it already.
     fn what_i_can_do(&self, history: &[DialogueTurn]) -> String {
-        if self.profiles.is_empty() {
+        let view = self.view();
+        if view.profiles.is_empty() {
             return "This agent has no capabilities declared.".to_owned();
         }
         let seen = history
@@ -282,11 +310,11 @@ impl BuiltinReasoner {
         if seen {
             "Send \"help\" to see what I can do again.".to_owned()
         } else {
-            brief_list(&self.profiles)
+            brief_list(&view.profiles)
         }
     }
 
-    fn find(&self, word: &str) -> Option<&Capability> {
+    fn find(&self, word: &str) -> Option<Arc<Capability>> {
         self.capabilities.get(word).or_else(|| {
             self.capabilities
                 .iter()
@@ -307,20 +335,20 @@ impl Reasoner for BuiltinReasoner {
             .split_once(char::is_whitespace)
             .map_or((text, ""), |(f, r)| (f, r.trim()));
         if let Some(capability) = self.find(first) {
-            return Ok(self.explicit(capability, rest).await);
+            return Ok(self.explicit(&capability, rest).await);
         }
         // The phrases are ASCII, so comparing without case needs no lower-cased copy; most
         // messages a built-in agent gets end here.
         let bare = text.trim_end_matches(['?', '!', '.']).trim();
         let is = |phrase: &&str| bare.eq_ignore_ascii_case(phrase);
         if bare.is_empty() || HELP_PHRASES.iter().any(is) {
-            return Ok(NlAnswer::text(self.help.clone()));
+            return Ok(NlAnswer::text(self.view().help.clone()));
         }
         if GREETINGS.iter().any(is) {
-            return Ok(NlAnswer::text(self.greeting.clone()));
+            return Ok(NlAnswer::text(self.view().greeting.clone()));
         }
         if let Some(meant) = near_name(&self.capabilities, first)
-            && let Some(answer) = self.typo(first, meant, rest)
+            && let Some(answer) = self.typo(first, &meant, rest)
         {
             return Ok(answer);
         }
@@ -348,7 +376,7 @@ fn brief_list(profiles: &[Profile]) -> String {
 
 /// The capability whose name `word` is a typo of, if any (see [`TYPO_SIMILARITY`]). Only
 /// identifier-like words of four characters or more are considered.
-fn near_name<'c>(capabilities: &'c Capabilities, word: &str) -> Option<&'c Capability> {
+fn near_name(capabilities: &Capabilities, word: &str) -> Option<Arc<Capability>> {
     let identifier = word.len() >= 4 && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !identifier {
         return None;
@@ -366,12 +394,12 @@ fn near_name<'c>(capabilities: &'c Capabilities, word: &str) -> Option<&'c Capab
 }
 
 /// The first word of a free-text message that is a typo of a capability name, and that name.
-fn text_typo<'a, 'c>(
-    capabilities: &'c Capabilities,
+fn text_typo<'a>(
+    capabilities: &Capabilities,
     words: impl Iterator<Item = &'a str>,
-) -> Option<(&'a str, &'c str)> {
+) -> Option<(&'a str, String)> {
     words
-        .filter_map(|w| near_name(capabilities, w).map(|c| (w, c.name())))
+        .filter_map(|w| near_name(capabilities, w).map(|c| (w, c.name().to_owned())))
         .next()
 }
 

@@ -56,7 +56,9 @@ pub(super) fn failure_text(capability: &str, arguments: &Value, error: &Capabili
         CapabilityError::InvalidArguments { message, .. }
         | CapabilityError::BindingFailed { message, .. }
         | CapabilityError::InvalidResult { message, .. }
-        | CapabilityError::NotFound { message, .. } => message.clone(),
+        | CapabilityError::NotFound { message, .. }
+        | CapabilityError::Unavailable { message, .. }
+        | CapabilityError::ToolError { message, .. } => message.clone(),
         CapabilityError::Timeout { after, .. } => {
             format!("no answer within {} ms", after.as_millis())
         }

@@ -120,6 +120,7 @@ mod tests {
         store.put_protocol(&text).await.expect("protocol");
         let capabilities =
             crate::startup::load_capabilities(Some(&root.join("examples/capabilities.toml")))
+                .await
                 .expect("capabilities");
         let sandbox =
             Arc::new(Sandbox::new(parley_sandbox::SandboxConfig::default()).expect("a sandbox"));

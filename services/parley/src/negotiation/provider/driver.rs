@@ -3,7 +3,8 @@
 
 use parley_anp::messages::NlMessageType;
 use parley_anp::{
-    FixVerdict, MetaMessage, NegotiationError, ProviderSession, SessionConfig, Step, Verdict,
+    FixVerdict, MetaMessage, NegotiationError, ProtocolHash, ProviderSession, SessionConfig, Step,
+    Verdict,
 };
 use parley_reasoner::{Mapping, UsageMeter};
 use parley_store::{Direction, NewNegotiation, Role};
@@ -26,6 +27,10 @@ pub struct MetaTurn {
     /// A rule the peer broke: the negotiation ended over it (`messages` says so to the peer),
     /// and the framing answers with an error.
     pub violation: Option<NegotiationError>,
+    /// The protocol this turn made active for the peer: the negotiation ended agreed and both
+    /// sides generated code, or a hello selected a protocol served here (0-RTT). A framing
+    /// whose application messages name no protocol (seed 002's) serves this one from then on.
+    pub agreed: Option<ProtocolHash>,
 }
 
 /// Per-turn working state of [`Provider::handle_meta`].
@@ -40,9 +45,11 @@ pub(super) struct Turn {
     /// The mapping the reasoner accepted the protocol with, for the handler's generation.
     mapping: Option<Mapping>,
     /// A rule break by the peer: answered as an error.
-    violation: Option<NegotiationError>,
+    pub violation: Option<NegotiationError>,
     /// Whether the peer takes `fixErrorNegotiation` (its hello announced it, or it sent none).
     peer_fixes_errors: bool,
+    /// The protocol made active in this turn (see [`MetaTurn::agreed`]).
+    pub agreed: Option<ProtocolHash>,
 }
 
 impl Provider {
@@ -117,7 +124,8 @@ impl Provider {
         turn: &mut Turn,
     ) -> Result<(), ApiError> {
         let fresh = match &state.negotiation {
-            Some(n) => n.session.is_closed() && well_formed,
+            // A peer's `rejected` after the end echoes it: it goes to the negotiation it ends.
+            Some(n) => n.session.is_closed() && well_formed && !ends_negotiation(&value),
             None => true,
         };
         if fresh {
@@ -190,6 +198,7 @@ impl Provider {
                 Step::Ready { hash, send } => {
                     turn.outbox.extend(send);
                     self.activate(negotiation, &hash, peer).await?;
+                    turn.agreed = Some(hash);
                     turn.summary.push(format!(
                         "Protocol {hash} is active: send application messages with a `protocol` token."
                     ));
@@ -306,6 +315,13 @@ impl Provider {
         if let parley_reasoner::Evaluation::Accept { mapping } = evaluation {
             turn.mapping = Some(mapping);
         }
+        if !doc.inferred().is_empty() {
+            // The document left these open; the peer sees how they were read.
+            turn.summary.push(format!(
+                "Read from the document's examples: {}.",
+                doc.inferred().join("; ")
+            ));
+        }
         Ok(verdict)
     }
 
@@ -390,6 +406,7 @@ impl Turn {
             messages: self.hello_replies,
             summary,
             violation: self.violation,
+            agreed: self.agreed,
         }
     }
 }
@@ -422,6 +439,15 @@ fn evaluated(hash: &parley_anp::ProtocolHash, verdict: &Verdict) -> String {
     }
 }
 
+/// Whether `value` is a `protocolNegotiation` that ends a negotiation (`rejected`, `timeout`).
+fn ends_negotiation(value: &Value) -> bool {
+    value.get("action").and_then(Value::as_str) == Some("protocolNegotiation")
+        && matches!(
+            value.get("status").and_then(Value::as_str),
+            Some("rejected" | "timeout")
+        )
+}
+
 /// Rule breaks by the peer are answered as errors; other endings are normal replies.
 fn is_violation(e: &NegotiationError) -> bool {
     matches!(
@@ -432,6 +458,7 @@ fn is_violation(e: &NegotiationError) -> bool {
             | NegotiationError::InvalidMessage { .. }
             | NegotiationError::OutOfTurn { .. }
             | NegotiationError::SessionClosed
+            | NegotiationError::UnsupportedVersion { .. }
     )
 }
 

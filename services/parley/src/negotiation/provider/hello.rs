@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use parley_anp::messages::Hello;
+use parley_anp::{MetaMessage, MetaProtocolInfo, NegotiationError};
 use parley_store::Direction;
 use serde_json::Value;
 
@@ -26,6 +27,17 @@ impl Provider {
         state: &mut NegotiationState,
         turn: &mut Turn,
     ) -> Result<(), ApiError> {
+        if let Some(version) = hello.meta_protocol.unsupported_version(&hello.version) {
+            // Refused: the answer says which version this side speaks, and selects nothing.
+            let refusal = NegotiationError::UnsupportedVersion {
+                version: version.to_owned(),
+            };
+            turn.summary.push(refusal.to_string());
+            turn.violation = Some(refusal);
+            turn.hello_replies
+                .push(MetaMessage::destination_hello(MetaProtocolInfo::parley([])));
+            return Ok(());
+        }
         // Only what both sides support is used: remember what the peer announced.
         state.peer_capabilities = Some(hello.meta_protocol.supported_capabilities.clone());
         // A hello may offer any number of hashes; only the first `max_hello_hashes` are
@@ -38,6 +50,7 @@ impl Provider {
             }
         }
         let answer = hello.meta_protocol.answer(|h| known.contains(h));
+        turn.agreed = hello.meta_protocol.select(|h| known.contains(h));
         turn.summary.push(match &known.iter().next() {
             Some(h) => format!("Protocol {h} is known here: send application messages directly."),
             None => "Hello. No offered protocol is known here; propose one.".to_owned(),

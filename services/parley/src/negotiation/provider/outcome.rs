@@ -12,7 +12,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::Provider;
-use super::state::Negotiation;
+use super::state::{self, Negotiation};
 use crate::error::ApiError;
 use crate::metrics;
 use crate::negotiation::runner::{ActiveProtocol, publish_serving};
@@ -82,6 +82,28 @@ impl Provider {
         );
         metrics::negotiation_outcome("accepted");
         Ok(())
+    }
+
+    /// The framing lost the peer of conversation `cid` (its connection closed): a negotiation
+    /// still open there (not ended, not yet ready) can never go on, so it ends, recorded as timed
+    /// out. Nothing is sent.
+    pub async fn abandon(&self, cid: &str) -> Result<(), ApiError> {
+        let state::Loaded { mut state, version } = state::load(&self.store, cid).await?;
+        let open = |n: &&mut Negotiation| !n.session.is_closed() && !n.session.is_ready();
+        let Some(negotiation) = state.negotiation.as_mut().filter(open) else {
+            return Ok(());
+        };
+        let reason = match negotiation.session.timeout() {
+            parley_anp::Step::Rejected { reason, .. } => reason,
+            other => {
+                return Err(ApiError::internal(format!(
+                    "a session's timeout ended in {other:?}"
+                )));
+            }
+        };
+        tracing::info!(conversation = cid, "the peer left an open negotiation");
+        self.close(negotiation, &reason).await?;
+        state::save(&self.store, cid, version, &state).await
     }
 
     /// What the negotiation's reasoning cost in the turn just handled: into the metrics and the

@@ -20,7 +20,7 @@ use parley_nlip::{ErrorInfo, Message};
 use parley_store::Role;
 use serde_json::Value;
 
-use super::{Called, Negotiated, Outcome, Progress, Requester, RequesterError, peer_key};
+use super::{Called, Negotiated, Outcome, Progress, Requester, RequesterError, Wire};
 use crate::client::{ClientError, NlipClient, endpoint};
 
 /// What a request names its protocol by.
@@ -105,23 +105,20 @@ impl Requester {
         allow_fallback: bool,
         progress: impl FnMut(Progress),
     ) -> Result<Requested, RequesterError> {
-        let peer = peer_key(url)?;
+        if let Wire::Anp(options) = self.wire {
+            return Box::pin(self.request_anp(
+                url,
+                protocol,
+                request,
+                allow_fallback,
+                progress,
+                options,
+            ))
+            .await;
+        }
+        let peer = self.peer_key(url)?;
         let by_hash = matches!(protocol, ProtocolRef::Hash(_));
-        let (text, hash) = match protocol {
-            ProtocolRef::Text(text) => {
-                let hash = ProtocolHash::of(&text);
-                (text, hash)
-            }
-            ProtocolRef::Hash(hash) => {
-                let stored = self.store.get_protocol(&hash.to_string()).await?;
-                let stored =
-                    stored.ok_or_else(|| RequesterError::UnknownLocally(hash.to_string()))?;
-                (stored.text, hash)
-            }
-        };
-        let doc = ProtocolDoc::parse(text.as_str())?;
-        doc.validate_request(&request)
-            .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
+        let (text, hash, doc) = self.protocol_for(protocol, &request).await?;
         let fall_back = |reason| self.fall_back(&peer, &doc, &request, reason, allow_fallback);
         let mut negotiated = None;
         if !by_hash && !self.agreed_with(&peer, &hash).await? {
@@ -152,6 +149,31 @@ impl Requester {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The text, hash and document of `protocol` (a hash names a locally stored one), once
+    /// `request` is checked against its request schema.
+    pub(super) async fn protocol_for(
+        &self,
+        protocol: ProtocolRef,
+        request: &Value,
+    ) -> Result<(String, ProtocolHash, ProtocolDoc), RequesterError> {
+        let (text, hash) = match protocol {
+            ProtocolRef::Text(text) => {
+                let hash = ProtocolHash::of(&text);
+                (text, hash)
+            }
+            ProtocolRef::Hash(hash) => {
+                let stored = self.store.get_protocol(&hash.to_string()).await?;
+                let stored =
+                    stored.ok_or_else(|| RequesterError::UnknownLocally(hash.to_string()))?;
+                (stored.text, hash)
+            }
+        };
+        let doc = ProtocolDoc::parse(text.as_str())?;
+        doc.validate_request(request)
+            .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
+        Ok((text, hash, doc))
     }
 
     /// The stored protocol whose hash `prefix` abbreviates (hex digits, `sha256:` allowed, any
@@ -223,14 +245,17 @@ fn same_peer(a: &str, b: &str) -> bool {
 
 /// The reason to fall back for a failed negotiation, or the error itself when natural language
 /// would not do better.
-fn fallback_reason(error: RequesterError) -> Result<FallbackReason, RequesterError> {
+pub(super) fn fallback_reason(error: RequesterError) -> Result<FallbackReason, RequesterError> {
     match error {
         RequesterError::Renegotiation(inner) => fallback_reason(*inner),
         RequesterError::NotSupported => Ok(FallbackReason::NotSupported),
         RequesterError::Rejected { code, reason, .. } => {
             Ok(FallbackReason::Rejected { code, reason })
         }
-        RequesterError::Peer { .. } | RequesterError::Stalled => {
+        RequesterError::Peer { .. }
+        | RequesterError::Stalled
+        | RequesterError::NoHello
+        | RequesterError::UnsupportedVersion { .. } => {
             Ok(FallbackReason::Failed(error.to_string()))
         }
         // A peer whose NLIP end-point answers a control message with something other than NLIP.
@@ -272,7 +297,7 @@ async fn ask(url: &str, text: String) -> Result<Message, RequesterError> {
 }
 
 /// A reply's text, or its JSON when it has none.
-fn reply_text(reply: &Message) -> String {
+pub(super) fn reply_text(reply: &Message) -> String {
     reply
         .text_content()
         .map(str::to_owned)
