@@ -19,8 +19,14 @@ async fn bounded(url: &str) {
         ..StoreOptions::default()
     };
     let store = connect(url, options).await.expect("connect");
-    store.check_writable().await.expect("a fresh database takes writes");
-    store.check_writable().await.expect("and again: the probe row is rewritten");
+    store
+        .check_writable()
+        .await
+        .expect("a fresh database takes writes");
+    store
+        .check_writable()
+        .await
+        .expect("and again: the probe row is rewritten");
     conversation_logs_keep_their_newest_messages(&store).await;
     uploads_have_a_total_size(&store).await;
     interrupted_negotiations_are_failed(&store).await;
