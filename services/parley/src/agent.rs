@@ -115,9 +115,9 @@ impl Agent {
         }
     }
 
-    /// Whether the database answers.
-    pub async fn ping_store(&self) -> Result<(), StoreError> {
-        self.store.ping().await
+    /// Whether the database takes writes now (see `Store::check_writable`).
+    pub async fn store_writable(&self) -> Result<(), StoreError> {
+        self.store.check_writable().await
     }
 
     /// Stores an out-of-band upload (§6.4) if it fits in the upload quota; the answer names it

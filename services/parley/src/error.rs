@@ -77,6 +77,10 @@ pub enum ApiError {
     /// empty content type, a malformed id).
     #[error("the content cannot be stored: {0}")]
     Unstorable(String),
+    /// The database is unreachable, busy, or its storage failed (disk full, read-only, its file
+    /// gone): the same request may pass later.
+    #[error("the database is unavailable; try again later")]
+    StoreUnavailable(#[source] parley_store::StoreError),
     #[error("internal error")]
     Internal(#[source] BoxError),
 }
@@ -124,6 +128,7 @@ impl ApiError {
             ApiError::Missing(_) => "not_found",
             ApiError::Conflict(_) => "conflict",
             ApiError::Unstorable(_) => "invalid_content",
+            ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -160,6 +165,7 @@ impl ApiError {
                 "timeout" => StatusCode::GATEWAY_TIMEOUT,
                 _ => StatusCode::BAD_GATEWAY,
             },
+            ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -169,7 +175,9 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             ApiError::RateLimited { retry_after } => Some(*retry_after),
-            ApiError::TooManyInFlight { .. } | ApiError::TooManyUploads { .. } => Some(1),
+            ApiError::TooManyInFlight { .. }
+            | ApiError::TooManyUploads { .. }
+            | ApiError::StoreUnavailable(_) => Some(1),
             _ => None,
         }
     }
@@ -180,6 +188,9 @@ impl ApiError {
     pub fn to_info(&self) -> ErrorInfo {
         match self {
             ApiError::Internal(e) => tracing::error!(error = chain(e.as_ref()), "internal error"),
+            ApiError::StoreUnavailable(e) => {
+                tracing::warn!(error = chain(e), "the database is unavailable");
+            }
             ApiError::Missing(_) | ApiError::Conflict(_) | ApiError::Unstorable(_) => {
                 tracing::debug!(code = self.code(), error = %self, "the store refused the request");
             }
@@ -206,7 +217,8 @@ impl From<DecodeError> for ApiError {
     }
 }
 
-/// What the store decided reaches the peer as its own error; a database that failed is an
+/// What the store decided reaches the peer as its own error; a database that is unavailable
+/// (unreachable, busy, its storage failed) is a 503 to retry; one that failed otherwise is an
 /// internal error.
 impl From<parley_store::StoreError> for ApiError {
     fn from(e: parley_store::StoreError) -> Self {
@@ -215,9 +227,8 @@ impl From<parley_store::StoreError> for ApiError {
             StoreError::NotFound { what } => ApiError::Missing(what),
             StoreError::Conflict { what } => ApiError::Conflict(what),
             StoreError::Invalid(why) => ApiError::Unstorable(why),
-            StoreError::Unavailable(_) | StoreError::Database(_) | StoreError::Migrate(_) => {
-                ApiError::internal(e)
-            }
+            StoreError::Unavailable(_) => ApiError::StoreUnavailable(e),
+            StoreError::Database(_) | StoreError::Migrate(_) => ApiError::internal(e),
         }
     }
 }

@@ -131,15 +131,17 @@ impl From<SqlError> for StoreError {
 }
 
 /// Whether a driver error may pass if the operation is tried again: the connection failed, the
-/// pool had no connection in time, or the database answered that it is busy, locked, shutting
-/// down, out of resources, or chose this transaction as a deadlock's or serialization's victim.
+/// pool had no connection in time, the database answered that it is busy, locked, shutting
+/// down, out of resources, or chose this transaction as a deadlock's or serialization's victim,
+/// or the storage under it failed in a way that ends ([`is_storage_fault`]).
 fn is_transient(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
-        | sqlx::Error::WorkerCrashed => true,
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::InvalidSavePointStatement => true,
         sqlx::Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
@@ -155,10 +157,37 @@ fn is_transient(err: &sqlx::Error) -> bool {
 }
 
 /// SQLite's extended result code, by its primary code (the low byte): `SQLITE_BUSY` (5),
-/// `SQLITE_LOCKED` (6) and `SQLITE_PROTOCOL` (15, a lock race in WAL recovery).
+/// `SQLITE_LOCKED` (6) and `SQLITE_PROTOCOL` (15, a lock race in WAL recovery), and the storage
+/// faults of [`sqlite_storage_fault`].
 fn sqlite_transient(code: &str) -> bool {
     code.parse::<i32>()
         .is_ok_and(|code| matches!(code & 0xff, 5 | 6 | 15))
+        || sqlite_storage_fault(code)
+}
+
+/// SQLite's storage faults, by primary code: `SQLITE_READONLY` (8: the file or its directory
+/// not writable, or the file moved), `SQLITE_IOERR` (10), `SQLITE_FULL` (13: disk full),
+/// `SQLITE_CANTOPEN` (14). Each ends when the storage is back, but a connection that met one
+/// may stay unusable (opened read-only, or with a transaction SQLite rolled back on its own).
+fn sqlite_storage_fault(code: &str) -> bool {
+    code.parse::<i32>()
+        .is_ok_and(|code| matches!(code & 0xff, 8 | 10 | 13 | 14))
+}
+
+/// Whether `err` is a storage fault after which the connections open at the time are not to be
+/// used again: a SQLite storage fault ([`sqlite_storage_fault`]), or a connection whose
+/// transaction state the driver lost (`begin_with` on a connection it still believes in a
+/// transaction, after SQLite rolled one back on its own).
+pub(crate) fn is_storage_fault(err: &SqlError) -> bool {
+    match err {
+        SqlError::Driver(sqlx::Error::InvalidSavePointStatement) => true,
+        SqlError::Driver(sqlx::Error::Database(db))
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() =>
+        {
+            sqlite_storage_fault(&db.code().unwrap_or_default())
+        }
+        _ => false,
+    }
 }
 
 /// A PostgreSQL SQLSTATE: connection exceptions (class 08), serialization failure and deadlock
@@ -233,6 +262,19 @@ mod tests {
         // SQLITE_CONSTRAINT_UNIQUE (2067), SQLITE_ERROR, SQLITE_CORRUPT.
         for code in ["2067", "1", "11", "x"] {
             assert!(!sqlite_transient(code), "{code}");
+        }
+    }
+
+    #[test]
+    fn sqlite_storage_faults_are_transient_by_their_primary_code() {
+        // SQLITE_READONLY, SQLITE_READONLY_DBMOVED (1032), SQLITE_IOERR_WRITE (778),
+        // SQLITE_FULL, SQLITE_CANTOPEN.
+        for code in ["8", "1032", "778", "13", "14"] {
+            assert!(sqlite_storage_fault(code), "{code}");
+            assert!(sqlite_transient(code), "{code}");
+        }
+        for code in ["5", "11", "2067", "x"] {
+            assert!(!sqlite_storage_fault(code), "{code}");
         }
     }
 

@@ -15,7 +15,8 @@
 //! - `sql/`: the one implementation of [`Store`] both backends share (`$n` placeholders),
 //!   compiled as a child module of each backend; one file of queries per group of tables.
 //! - `sqlite`, `postgres`: how each backend connects, and the three kinds of transaction the shared
-//!   queries run in (write, one-snapshot read, handler activation).
+//!   queries run in (write, one-snapshot read, handler activation); `sqlite/faults`: recovering
+//!   from storage faults and noticing a database file deleted under the store.
 //! - [`StoreError`]: `NotFound`, `Conflict`, `Invalid` and `Unavailable` for callers to act on;
 //!   the driver's error is an opaque [`BackendError`] source.
 //! - `testing` (feature `testing`): isolated databases for other crates' integration tests.

@@ -60,6 +60,15 @@ impl PgStore {
         Ok(self.pool.begin().await?)
     }
 
+    /// A storage fault happened: PostgreSQL's own; its connections recover with the server, and
+    /// the driver closes a broken one.
+    fn storage_fault(&self) {}
+
+    /// Before every operation: nothing to check here; the server answers for its storage.
+    fn check_storage(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// One snapshot for every statement.
     async fn read_tx(&self) -> Result<Transaction<'static, Postgres>, SqlError> {
         Ok(self

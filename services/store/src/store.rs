@@ -70,6 +70,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Round-trips a trivial query: the database is reachable and answering.
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// Writes one row of its own in a write transaction: the database takes writes now (its disk
+    /// is not full, it is not read-only, its file is the one opened). What readiness checks.
+    async fn check_writable(&self) -> Result<(), StoreError>;
+
     // --- conversations -------------------------------------------------------------------------
 
     /// Stores a new conversation at version 0 with an empty log. A duplicate id is a `Conflict`.

@@ -3,7 +3,8 @@
 //! (`websocket`), what one address may hold and send (`per_address`), the seed-002 framing
 //! (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents
 //! (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose state is whose and how
-//! much of it there may be (`state_limits`), the requester's choice of protocol or natural
+//! much of it there may be (`state_limits`), storage faults under a running server
+//! (`storage_faults`), the requester's choice of protocol or natural
 //! language (`requester`), an agent whose capabilities another agent performs (`agent_binding`),
 //! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
 //! reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
@@ -31,6 +32,7 @@ mod per_address;
 mod requester;
 mod seed003;
 mod state_limits;
+mod storage_faults;
 mod store_errors;
 mod support;
 mod tokens;

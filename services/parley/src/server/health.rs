@@ -3,8 +3,13 @@
 //! | path | `200` when | `503` when |
 //! | --- | --- | --- |
 //! | `GET /health/live` | the process answers HTTP | never (a process that cannot answer is not live) |
-//! | `GET /health/ready` | the sandbox has warmed up (or warm-up is off), the database answers within [`STORE_DEADLINE`], and the reasoner is configured | any of those is not (yet) so |
-//! | `GET /health` | the database answers: liveness plus the database, as orchestrators that know one health check expect | the database does not answer |
+//! | `GET /health/ready` | the sandbox has warmed up (or warm-up is off), the database takes a write within [`STORE_DEADLINE`], and the reasoner is configured | any of those is not (yet) so |
+//! | `GET /health` | the database takes a write: liveness plus the database, as orchestrators that know one health check expect | the database does not take one |
+//!
+//! "Takes a write" is `Store::check_writable`: one row rewritten in a write transaction, so a
+//! full disk, a read-only data directory or a database file deleted under the server fail the
+//! check as they fail the server's own writes, and pass it again once the storage is back (the
+//! store replaces connections a storage fault left unusable).
 //!
 //! Readiness is what a load balancer or `docker compose --wait` should wait for: before the
 //! sandbox has warmed up, the first negotiation pays for compiling the guest runtimes. The
@@ -129,7 +134,7 @@ pub(super) async fn live() -> Response {
 pub(super) async fn ready(State(state): State<AppState>) -> Response {
     let sandbox = state.readiness.sandbox();
     let store_ok = matches!(
-        tokio::time::timeout(STORE_DEADLINE, state.agent.ping_store()).await,
+        tokio::time::timeout(STORE_DEADLINE, state.agent.store_writable()).await,
         Ok(Ok(()))
     );
     let backends = state.agent.backends();
@@ -137,7 +142,7 @@ pub(super) async fn ready(State(state): State<AppState>) -> Response {
     let body = json!({
         "status": if ready { "ready" } else { "not_ready" },
         "sandbox": sandbox.as_str(),
-        "store": if store_ok { "ok" } else { "unreachable" },
+        "store": if store_ok { "ok" } else { "not_writable" },
         "reasoner": backends.reasoner,
         "model_endpoint": state.readiness.model().as_str(),
     });
@@ -151,23 +156,20 @@ pub(super) async fn ready(State(state): State<AppState>) -> Response {
 
 /// `GET /health` (see the module docs).
 pub(super) async fn health(State(state): State<AppState>) -> Response {
-    match state.agent.ping_store().await {
-        Ok(()) => (
-            StatusCode::OK,
-            axum::Json(json!({
+    let writable = tokio::time::timeout(STORE_DEADLINE, state.agent.store_writable()).await;
+    let failure = match writable {
+        Ok(Ok(())) => {
+            let body = json!({
                 "status": "ok",
                 "store": state.agent.backends().store,
                 "reasoner": state.agent.backends().reasoner,
-            })),
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "health check: store unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                axum::Json(json!({"status": "unavailable", "store": "unreachable"})),
-            )
-                .into_response()
+            });
+            return (StatusCode::OK, axum::Json(body)).into_response();
         }
-    }
+        Ok(Err(e)) => crate::error::chain(&e),
+        Err(_) => format!("no answer within {} ms", STORE_DEADLINE.as_millis()),
+    };
+    tracing::warn!(error = %failure, "health check: the database takes no writes");
+    let body = json!({"status": "unavailable", "store": "not_writable"});
+    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }

@@ -12,7 +12,11 @@
 //!   consecutive sequence numbers;
 //! * `read_tx()`: a read-only transaction over one snapshot, for reads of more than one statement;
 //! * `activation_tx(id)`: a write transaction in which activations of handler `id`'s protocol are
-//!   serialised, so that of two concurrent activations the later one wins.
+//!   serialised, so that of two concurrent activations the later one wins;
+//!
+//! and two hooks around every operation: `check_storage()` before it (SQLite: the database file
+//! is still the one opened) and `storage_fault()` after a storage fault (SQLite: the connections
+//! open then are retired).
 //!
 //! The queries live in one file per group of tables, as free functions returning the crate's
 //! internal `SqlError`. The trait implementation here runs each operation in its span
@@ -53,12 +57,25 @@ macro_rules! span {
     };
 }
 
-/// Runs one operation's queries inside its span and turns their `SqlError` into a `StoreError`.
+/// Runs one operation's queries inside its span, once the backend found its storage as it was
+/// (`SqlStore::check_storage`), and turns their `SqlError` into a `StoreError`; a storage fault
+/// is reported to the backend first (`SqlStore::storage_fault`), which stops
+/// handing out the connections open at the time.
 async fn traced<T>(
+    store: &SqlStore,
     span: tracing::Span,
     queries: impl Future<Output = Result<T, SqlError>>,
 ) -> Result<T, StoreError> {
-    Ok(queries.instrument(span).await?)
+    store.check_storage()?;
+    match queries.instrument(span).await {
+        Ok(value) => Ok(value),
+        Err(err) => {
+            if crate::error::is_storage_fault(&err) {
+                store.storage_fault();
+            }
+            Err(err.into())
+        }
+    }
 }
 
 /// One entry of an append-only log (a conversation's messages, a negotiation's transcript), with
@@ -110,8 +127,24 @@ impl crate::Store for SqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        traced(span!("store.ping"), async {
+        traced(self, span!("store.ping"), async {
             sqlx::query("SELECT 1").execute(&self.pool).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn check_writable(&self) -> Result<(), StoreError> {
+        traced(self, span!("store.check_writable"), async {
+            let mut tx = self.write_tx().await?;
+            sqlx::query(
+                "INSERT INTO write_probe (id, checked_at) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
+            )
+            .bind(crate::store::now())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
             Ok(())
         })
         .await
@@ -126,6 +159,7 @@ impl crate::Store for SqlStore {
         }
         json("conversation state", &new.state)?;
         traced(
+            self,
             span!("store.create_conversation"),
             conversations::create(self, new),
         )
@@ -137,6 +171,7 @@ impl crate::Store for SqlStore {
             return Ok(None);
         }
         traced(
+            self,
             span!("store.get_conversation"),
             conversations::get(self, id),
         )
@@ -146,6 +181,7 @@ impl crate::Store for SqlStore {
     async fn touch_conversation(&self, id: &str) -> Result<DateTime<Utc>, StoreError> {
         existing("conversation", id)?;
         traced(
+            self,
             span!("store.touch_conversation"),
             conversations::touch(self, id),
         )
@@ -161,6 +197,7 @@ impl crate::Store for SqlStore {
         existing("conversation", id)?;
         json("conversation state", state)?;
         traced(
+            self,
             span!("store.update_conversation_state"),
             conversations::update_state(self, id, expected_version, state),
         )
@@ -176,6 +213,7 @@ impl crate::Store for SqlStore {
         existing("conversation", conversation_id)?;
         json("message", message)?;
         traced(
+            self,
             span!("store.append_message"),
             conversations::append_message(self, conversation_id, direction, message),
         )
@@ -190,6 +228,7 @@ impl crate::Store for SqlStore {
     ) -> Result<Vec<LoggedMessage>, StoreError> {
         existing("conversation", conversation_id)?;
         traced(
+            self,
             span!("store.list_messages"),
             conversations::list_messages(self, conversation_id, after_seq, limit),
         )
@@ -209,6 +248,7 @@ impl crate::Store for SqlStore {
             rules::text("filename", filename)?;
         }
         traced(
+            self,
             span!("store.put_upload"),
             uploads::put(self, bytes, content_type, filename),
         )
@@ -217,28 +257,38 @@ impl crate::Store for SqlStore {
 
     async fn get_upload(&self, id: &str) -> Result<Option<Upload>, StoreError> {
         rules::hash("upload id", id)?;
-        traced(span!("store.get_upload"), uploads::get(self, id)).await
+        traced(self, span!("store.get_upload"), uploads::get(self, id)).await
     }
 
     async fn upload_meta(&self, id: &str) -> Result<Option<UploadMeta>, StoreError> {
         rules::hash("upload id", id)?;
-        traced(span!("store.upload_meta"), uploads::meta(self, id)).await
+        traced(self, span!("store.upload_meta"), uploads::meta(self, id)).await
     }
 
     async fn uploads_size(&self) -> Result<u64, StoreError> {
-        traced(span!("store.uploads_size"), uploads::total_size(self)).await
+        traced(self, span!("store.uploads_size"), uploads::total_size(self)).await
     }
 
     // --- protocols and agreements --------------------------------------------------------------
 
     async fn put_protocol(&self, text: &str) -> Result<Protocol, StoreError> {
         name("protocol text", text)?;
-        traced(span!("store.put_protocol"), protocols::put(self, text)).await
+        traced(
+            self,
+            span!("store.put_protocol"),
+            protocols::put(self, text),
+        )
+        .await
     }
 
     async fn get_protocol(&self, hash: &str) -> Result<Option<Protocol>, StoreError> {
         rules::hash("protocol hash", hash)?;
-        traced(span!("store.get_protocol"), protocols::get(self, hash)).await
+        traced(
+            self,
+            span!("store.get_protocol"),
+            protocols::get(self, hash),
+        )
+        .await
     }
 
     async fn protocols_with_prefix(
@@ -248,6 +298,7 @@ impl crate::Store for SqlStore {
     ) -> Result<Vec<String>, StoreError> {
         rules::hash_prefix("protocol hash prefix", prefix)?;
         traced(
+            self,
             span!("store.protocols_with_prefix"),
             protocols::with_prefix(self, prefix, limit),
         )
@@ -261,6 +312,7 @@ impl crate::Store for SqlStore {
         }
         rules::hash("protocol hash", &new.protocol_hash)?;
         traced(
+            self,
             span!("store.record_agreement"),
             protocols::record_agreement(self, new),
         )
@@ -276,6 +328,7 @@ impl crate::Store for SqlStore {
             return Ok(Vec::new());
         }
         traced(
+            self,
             span!("store.agreements_with_peer"),
             protocols::agreements_with_peer(self, peer, role),
         )
@@ -285,6 +338,7 @@ impl crate::Store for SqlStore {
     async fn agreements_for_protocol(&self, hash: &str) -> Result<Vec<Agreement>, StoreError> {
         rules::hash("protocol hash", hash)?;
         traced(
+            self,
             span!("store.agreements_for_protocol"),
             protocols::agreements_for_protocol(self, hash),
         )
@@ -293,6 +347,7 @@ impl crate::Store for SqlStore {
 
     async fn list_agreements(&self, limit: u32) -> Result<Vec<Agreement>, StoreError> {
         traced(
+            self,
             span!("store.list_agreements"),
             protocols::list_agreements(self, limit),
         )
@@ -305,6 +360,7 @@ impl crate::Store for SqlStore {
         existing("conversation", &new.conversation_id)?;
         name("peer", &new.peer)?;
         traced(
+            self,
             span!("store.start_negotiation"),
             negotiations::start(self, new),
         )
@@ -319,6 +375,7 @@ impl crate::Store for SqlStore {
     ) -> Result<LoggedMessage, StoreError> {
         json("message", message)?;
         traced(
+            self,
             span!("store.append_transcript"),
             negotiations::append_transcript(self, negotiation_id, direction, message),
         )
@@ -332,6 +389,7 @@ impl crate::Store for SqlStore {
     ) -> Result<Negotiation, StoreError> {
         check_outcome(&outcome)?;
         traced(
+            self,
             span!("store.finish_negotiation"),
             negotiations::finish(self, id, outcome),
         )
@@ -339,12 +397,18 @@ impl crate::Store for SqlStore {
     }
 
     async fn get_negotiation(&self, id: Uuid) -> Result<Option<NegotiationRecord>, StoreError> {
-        traced(span!("store.get_negotiation"), negotiations::get(self, id)).await
+        traced(
+            self,
+            span!("store.get_negotiation"),
+            negotiations::get(self, id),
+        )
+        .await
     }
 
     async fn negotiations_for_protocol(&self, hash: &str) -> Result<Vec<Negotiation>, StoreError> {
         rules::hash("protocol hash", hash)?;
         traced(
+            self,
             span!("store.negotiations_for_protocol"),
             negotiations::for_protocol(self, hash),
         )
@@ -356,6 +420,7 @@ impl crate::Store for SqlStore {
         before: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
         traced(
+            self,
             span!("store.fail_interrupted_negotiations"),
             negotiations::fail_interrupted(self, before),
         )
@@ -372,6 +437,7 @@ impl crate::Store for SqlStore {
             name("capability name", capability)?;
         }
         traced(
+            self,
             span!("store.insert_handler_candidate"),
             handlers::insert_candidate(self, new),
         )
@@ -386,6 +452,7 @@ impl crate::Store for SqlStore {
     ) -> Result<HandlerRecord, StoreError> {
         json("verification report", report)?;
         traced(
+            self,
             span!("store.record_handler_verification"),
             handlers::record_verification(self, id, passed, report),
         )
@@ -394,6 +461,7 @@ impl crate::Store for SqlStore {
 
     async fn activate_handler(&self, id: Uuid) -> Result<HandlerRecord, StoreError> {
         traced(
+            self,
             span!("store.activate_handler"),
             handlers::activate(self, id),
         )
@@ -412,6 +480,7 @@ impl crate::Store for SqlStore {
         }
         json("compiled form", compiled)?;
         traced(
+            self,
             span!("store.attach_compiled"),
             handlers::attach_compiled(self, id, compiled),
         )
@@ -419,12 +488,17 @@ impl crate::Store for SqlStore {
     }
 
     async fn get_handler(&self, id: Uuid) -> Result<Option<HandlerRecord>, StoreError> {
-        traced(span!("store.get_handler"), handlers::get(self, id)).await
+        traced(self, span!("store.get_handler"), handlers::get(self, id)).await
     }
 
     async fn active_handler(&self, hash: &str) -> Result<Option<HandlerRecord>, StoreError> {
         rules::hash("protocol hash", hash)?;
-        traced(span!("store.active_handler"), handlers::active(self, hash)).await
+        traced(
+            self,
+            span!("store.active_handler"),
+            handlers::active(self, hash),
+        )
+        .await
     }
 
     // --- usage ---------------------------------------------------------------------------------
@@ -439,6 +513,7 @@ impl crate::Store for SqlStore {
         name("peer", peer)?;
         rules::hash("protocol hash", hash)?;
         traced(
+            self,
             span!("store.record_usage"),
             usage::record(self, peer, hash, ok, errors),
         )
@@ -450,7 +525,7 @@ impl crate::Store for SqlStore {
         if !could_exist(peer) {
             return Ok(None);
         }
-        traced(span!("store.usage"), usage::get(self, peer, hash)).await
+        traced(self, span!("store.usage"), usage::get(self, peer, hash)).await
     }
 
     // --- model usage ---------------------------------------------------------------------------
@@ -470,6 +545,7 @@ impl crate::Store for SqlStore {
             return Ok(Vec::new());
         }
         traced(
+            self,
             span!("store.record_model_usage"),
             model_usage::record(self, owner, usage),
         )
@@ -482,6 +558,11 @@ impl crate::Store for SqlStore {
         {
             return Ok(Vec::new());
         }
-        traced(span!("store.model_usage"), model_usage::list(self, owner)).await
+        traced(
+            self,
+            span!("store.model_usage"),
+            model_usage::list(self, owner),
+        )
+        .await
     }
 }

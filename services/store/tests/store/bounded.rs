@@ -1,6 +1,7 @@
 //! What keeps the database from growing or staying wrong without bound, on both backends: a
 //! conversation log keeps its newest messages (`StoreOptions::max_log_messages`), the uploads'
-//! total size is known (the server's upload quota), and negotiations whose last turn never
+//! total size is known (the server's upload quota), the write check readiness uses passes on a
+//! healthy database, and negotiations whose last turn never
 //! finished (the server stopped in it) are ended as failed, `interrupted`.
 
 use std::sync::Arc;
@@ -18,6 +19,14 @@ async fn bounded(url: &str) {
         ..StoreOptions::default()
     };
     let store = connect(url, options).await.expect("connect");
+    store
+        .check_writable()
+        .await
+        .expect("a fresh database takes writes");
+    store
+        .check_writable()
+        .await
+        .expect("and again: the probe row is rewritten");
     conversation_logs_keep_their_newest_messages(&store).await;
     uploads_have_a_total_size(&store).await;
     interrupted_negotiations_are_failed(&store).await;

@@ -1,0 +1,177 @@
+//! Storage faults under a running server: readiness says when the database takes no writes,
+//! nothing is acknowledged that was not stored, and the server recovers on its own once the
+//! storage is back. Findings of a hostile trial: after a full disk had room again, every
+//! negotiation failed ("attempted to call begin_with at non-zero transaction depth"); a database
+//! file deleted while the server ran silently lost what it acknowledged; `/health` said 200
+//! throughout.
+//!
+//! A full disk is a small tmpfs, which only a process allowed to mount (root, CAP_SYS_ADMIN)
+//! can make; without that permission the test says so and checks nothing. The store's own tests
+//! cover the same recovery without a file system (`parley-store`, `sqlite::tests`).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use parley::negotiation::requester::Outcome;
+use parley_nlip::{ErrorInfo, Format, Message, Submessage};
+use parley_tests::{TestApp, test_settings};
+use serde_json::Value;
+
+use crate::support::{new_requester, product_protocol};
+
+/// A message in a conversation (so it is stored), with `bytes` of text.
+fn logged(bytes: usize) -> Value {
+    let token = Submessage::new(Format::Token, "conversation_client", "faults");
+    let message = Message::text("english", "x".repeat(bytes)).with_submessage(token);
+    parley_nlip::to_json_value(&message)
+}
+
+async fn post(app: &TestApp, body: &Value) -> (u16, String) {
+    let reply = reqwest::Client::new()
+        .post(app.url())
+        .json(body)
+        .send()
+        .await
+        .expect("a reply");
+    let status = reply.status().as_u16();
+    let body: Value = reply.json().await.expect("JSON");
+    let message = parley_nlip::from_json_value(&body).expect("an NLIP message");
+    let code = ErrorInfo::from_message(&message)
+        .map(|e| e.code)
+        .unwrap_or_default();
+    (status, code)
+}
+
+async fn ready(app: &TestApp) -> (u16, Value) {
+    let reply = reqwest::get(app.http("/health/ready"))
+        .await
+        .expect("a reply");
+    let status = reply.status().as_u16();
+    (status, reply.json().await.expect("JSON"))
+}
+
+/// Polls `/health/ready` until it answers `status` (at most 20 s).
+async fn until_ready_is(app: &TestApp, status: u16) -> Value {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let (now, body) = ready(app).await;
+            if now == status {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("/health/ready did not answer {status}"))
+}
+
+#[tokio::test]
+async fn a_database_file_deleted_under_the_server_is_noticed_and_nothing_more_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let app = TestApp::spawn(&settings).await;
+    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
+    assert_eq!(ready(&app).await.0, 200);
+
+    std::fs::remove_file(settings.database_file()).expect("delete the database file");
+    let body = until_ready_is(&app, 503).await;
+    assert_eq!(body["store"], "not_writable");
+    let health = reqwest::get(app.http("/health")).await.expect("a reply");
+    assert_eq!(health.status(), 503);
+    // A message that would be stored is refused, not acknowledged.
+    assert_eq!(
+        post(&app, &logged(10)).await,
+        (503, "store_unavailable".into())
+    );
+    // One that touches no database is still answered.
+    let stateless = parley_nlip::to_json_value(&Message::text("english", "help"));
+    assert_eq!(post(&app, &stateless).await.0, 200);
+    app.stop().await;
+}
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// `None` when this process may not mount (not root, or no CAP_SYS_ADMIN).
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(Tmpfs { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// Fills the file system `path` is on with one file; returns it.
+fn fill(path: &Path) -> PathBuf {
+    let filler = path.join("filler");
+    let mut file = std::fs::File::create(&filler).expect("a filler file");
+    let chunk = vec![0u8; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    // The last, partial chunk too.
+    while file.write_all(&[0u8; 512]).is_ok() {}
+    filler
+}
+
+#[tokio::test]
+async fn the_server_recovers_when_a_full_disk_has_room_again() {
+    let Some(disk) = Tmpfs::mount("8m") else {
+        eprintln!(
+            "storage_faults: not run: mounting a tmpfs needs root (CAP_SYS_ADMIN) to make a disk that fills up"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    // The database on the small disk; the sandbox's artifact cache elsewhere.
+    settings.data_dir = disk.path().to_owned();
+    settings.sandbox.cache_dir = Some(dir.path().join("sandbox-cache"));
+    let app = TestApp::spawn(&settings).await;
+    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
+
+    // The disk fills up: a stored message is refused, and readiness says so.
+    let filler = fill(disk.path());
+    let mut refused = None;
+    for _ in 0..100 {
+        let (status, code) = post(&app, &logged(200_000)).await;
+        if status != 200 {
+            refused = Some((status, code));
+            break;
+        }
+    }
+    assert_eq!(refused, Some((503, "store_unavailable".into())));
+    assert_eq!(until_ready_is(&app, 503).await["store"], "not_writable");
+
+    // Room again: the server recovers on its own, and negotiates.
+    std::fs::remove_file(filler).expect("free the disk");
+    until_ready_is(&app, 200).await;
+    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&app.url(), &product_protocol(), |_| {})
+        .await
+        .expect("a negotiation after the disk had room again");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+    app.stop().await;
+}
