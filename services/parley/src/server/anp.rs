@@ -1,6 +1,7 @@
 //! `GET /anp`: the seed-002 framing over WebSocket (see `negotiation::anp`). Frames are answered
 //! in order, each under the request time limit and the per-address rate limit; pings keep the
-//! connection alive and a peer silent for three ping intervals is disconnected. When the
+//! connection alive, and a peer silent for three ping intervals, or one that does not read a
+//! reply or a ping within `limits.send_timeout_ms`, is disconnected. When the
 //! connection ends, a negotiation the peer left open ends too.
 
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use axum::response::Response;
 
 use super::AppState;
 use super::listener::ConnectionSlot;
-use super::websocket::WS_READ_CHUNK;
+use super::websocket::{WS_READ_CHUNK, send_within};
 use crate::error::ApiError;
 use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
@@ -39,6 +40,7 @@ pub(super) async fn upgrade(
 }
 
 async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
+    let within = Duration::from_millis(state.limits.send_timeout_ms);
     let interval = Duration::from_millis(state.limits.ws_ping_interval_ms);
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
@@ -66,14 +68,14 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
                             code: close_code::SIZE,
                             reason: "message too large or malformed frame".into(),
                         };
-                        let _ = socket.send(WsMessage::Close(Some(close))).await;
+                        send_within(&mut socket, WsMessage::Close(Some(close)), within).await;
                         break;
                     }
                 };
                 let replies = answer(&state, &mut connection, peer, &bytes).await;
                 let mut sent = true;
                 for reply in replies {
-                    if socket.send(WsMessage::Binary(reply.into())).await.is_err() {
+                    if !send_within(&mut socket, WsMessage::Binary(reply.into()), within).await {
                         sent = false;
                         break;
                     }
@@ -85,10 +87,11 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
             _ = ticker.tick() => {
                 if last_seen.elapsed() > interval * 3 {
                     tracing::debug!(%peer, "anp connection idle: closing");
-                    let _ = socket.send(WsMessage::Close(None)).await;
+                    send_within(&mut socket, WsMessage::Close(None), within).await;
                     break;
                 }
-                if socket.send(WsMessage::Ping(Bytes::from_static(b"parley"))).await.is_err() {
+                let ping = WsMessage::Ping(Bytes::from_static(b"parley"));
+                if !send_within(&mut socket, ping, within).await {
                     break;
                 }
             }
@@ -98,7 +101,7 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
     if closed_by_peer {
         // Answered once every frame before it, and the connection's end, were handled: a peer
         // that waits for this knows the provider is done with the connection.
-        let _ = socket.send(WsMessage::Close(None)).await;
+        send_within(&mut socket, WsMessage::Close(None), within).await;
     }
     tracing::debug!(%peer, "anp connection closed");
 }

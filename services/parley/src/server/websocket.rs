@@ -65,7 +65,11 @@ fn upgrade(
 /// Sends `message`, or gives up after `within`: a peer that does not read what it is sent
 /// cannot hold its session (and its connection slot) open by never reading. `false` when the
 /// session is over.
-async fn send_within(socket: &mut WebSocket, message: WsMessage, within: Duration) -> bool {
+pub(super) async fn send_within(
+    socket: &mut WebSocket,
+    message: WsMessage,
+    within: Duration,
+) -> bool {
     match tokio::time::timeout(within, socket.send(message)).await {
         Ok(sent) => sent.is_ok(),
         Err(_) => {
