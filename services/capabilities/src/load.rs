@@ -62,7 +62,7 @@ pub(crate) fn parse(
         source_name: source_name.to_owned(),
         message,
     };
-    let spec: FileSpec = match format {
+    let mut spec: FileSpec = match format {
         FileFormat::Toml => {
             toml::from_str(text).map_err(|e| syntax(e.to_string().trim().to_owned()))?
         }
@@ -80,20 +80,7 @@ pub(crate) fn parse(
         return Err(agent_ctx.err("agent.description", "must not be empty"));
     }
 
-    let mut servers = mcp::load_servers(source_name, spec.mcp_servers, base_dir, env)?;
-    for cap in &spec.capabilities {
-        if let BindingSpec::Mcp(binding) = &cap.binding
-            && let Some(server) = servers.iter_mut().find(|s| s.name == binding.server)
-            && !server.bound_tools.contains(&binding.tool)
-        {
-            server.bound_tools.push(binding.tool.clone());
-        }
-    }
-    let servers: Vec<Arc<Server>> = servers
-        .into_iter()
-        .enumerate()
-        .map(|(index, config)| Arc::new(Server::new(config, index)))
-        .collect();
+    let servers = mcp_servers(&mut spec, source_name, base_dir, env)?;
 
     let mut capabilities = BTreeMap::new();
     let mut first_index: HashMap<String, usize> = HashMap::new();
@@ -134,6 +121,31 @@ pub(crate) fn parse(
         agents: Default::default(),
         mcp: Mcp::new(servers),
     })
+}
+
+/// The file's MCP servers, each also told the tools that capabilities bind explicitly (so it
+/// lists them even when its `tools` does not).
+fn mcp_servers(
+    spec: &mut FileSpec,
+    source_name: &str,
+    base_dir: &Path,
+    env: Env<'_>,
+) -> Result<Vec<Arc<Server>>, LoadError> {
+    let declared = std::mem::take(&mut spec.mcp_servers);
+    let mut servers = mcp::load_servers(source_name, declared, base_dir, env)?;
+    for cap in &spec.capabilities {
+        if let BindingSpec::Mcp(binding) = &cap.binding
+            && let Some(server) = servers.iter_mut().find(|s| s.name == binding.server)
+            && !server.bound_tools.contains(&binding.tool)
+        {
+            server.bound_tools.push(binding.tool.clone());
+        }
+    }
+    Ok(servers
+        .into_iter()
+        .enumerate()
+        .map(|(index, config)| Arc::new(Server::new(config, index)))
+        .collect())
 }
 
 /// Names become tool names for LLM backends, whose rule is `^[A-Za-z0-9_-]{1,64}$`; we also
