@@ -17,7 +17,7 @@ use axum::response::Response;
 
 use super::AppState;
 use super::listener::ConnectionSlot;
-use super::websocket::{WS_READ_CHUNK, send_within};
+use super::websocket::{WS_READ_CHUNK, keep_alive, send_within};
 use crate::error::ApiError;
 use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
@@ -85,13 +85,8 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
                 }
             }
             _ = ticker.tick() => {
-                if last_seen.elapsed() > interval * 3 {
-                    tracing::debug!(%peer, "anp connection idle: closing");
-                    send_within(&mut socket, WsMessage::Close(None), within).await;
-                    break;
-                }
-                let ping = WsMessage::Ping(Bytes::from_static(b"parley"));
-                if !send_within(&mut socket, ping, within).await {
+                if !keep_alive(&mut socket, last_seen, interval, within).await {
+                    tracing::debug!(%peer, "anp connection idle or not reading: closing");
                     break;
                 }
             }

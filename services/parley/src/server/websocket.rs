@@ -65,6 +65,26 @@ fn upgrade(
 /// Sends `message`, or gives up after `within`: a peer that does not read what it is sent
 /// cannot hold its session (and its connection slot) open by never reading. `false` when the
 /// session is over.
+/// One keep-alive tick of a WebSocket session: a peer silent for three ping intervals is sent a
+/// close, anyone else a ping. False when the session should end (silent, or not reading).
+pub(super) async fn keep_alive(
+    socket: &mut WebSocket,
+    last_seen: tokio::time::Instant,
+    interval: Duration,
+    within: Duration,
+) -> bool {
+    if last_seen.elapsed() > interval * 3 {
+        send_within(socket, WsMessage::Close(None), within).await;
+        return false;
+    }
+    send_within(
+        socket,
+        WsMessage::Ping(Bytes::from_static(b"parley")),
+        within,
+    )
+    .await
+}
+
 pub(super) async fn send_within(
     socket: &mut WebSocket,
     message: WsMessage,
@@ -123,13 +143,8 @@ async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, fr
                 }
             }
             _ = ticker.tick() => {
-                if last_seen.elapsed() > interval * 3 {
-                    tracing::debug!(%peer, "websocket idle: closing");
-                    send_within(&mut socket, WsMessage::Close(None), within).await;
-                    break;
-                }
-                let ping = WsMessage::Ping(Bytes::from_static(b"parley"));
-                if !send_within(&mut socket, ping, within).await {
+                if !keep_alive(&mut socket, last_seen, interval, within).await {
+                    tracing::debug!(%peer, "websocket idle or not reading: closing");
                     break;
                 }
             }
