@@ -1,7 +1,8 @@
 //! HTTP benchmark: the same NLIP text-message workload (wrk, keep-alive connections)
-//! against Parley, the Python reference server (`uvicorn nlip_server.echo:app`) and a bare
-//! axum echo server, one after the other in one run; prints requests/s, median and p99
-//! latency, peak RSS and CPU for each, and the ratios Parley/reference and Parley/echo.
+//! against Parley, Parley over TLS 1.3, the Python reference server (`uvicorn
+//! nlip_server.echo:app`) and a bare axum echo server, one after the other in one run; prints
+//! requests/s, median and p99 latency, peak RSS and CPU for each, and the ratios
+//! Parley/reference, Parley/echo and Parley over TLS/Parley.
 //!
 //! Run: `cargo bench -p parley-tests --bench http` (see tests/benches/README.md).
 //!
@@ -144,6 +145,25 @@ impl Server {
         }
     }
 
+    /// Waits until the port accepts connections, or fails after `limit`.
+    fn wait_listening(&mut self, addr: SocketAddr, limit: Duration) -> Result<()> {
+        let start = Instant::now();
+        while TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "{} exited during startup ({status}):\n{}",
+                    self.name,
+                    self.log_tail()
+                ));
+            }
+            if start.elapsed() > limit {
+                return Err(format!("{} not listening after {limit:?}", self.name));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited within 5 s.
     fn stop(mut self) {
         let _ = Command::new("kill")
@@ -206,6 +226,32 @@ fn http_request(
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Ok((status, body))
+}
+
+/// One POST of [`BODY`] over HTTPS, trusting `ca`: status and body.
+fn https_post(addr: SocketAddr, path: &str, ca: &Path) -> Result<(u16, String)> {
+    let pem = std::fs::read(ca).map_err(|e| e.to_string())?;
+    let ca = reqwest::Certificate::from_pem(&pem).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .tls_certs_merge([ca])
+            .build()
+            .map_err(|e| e.to_string())?;
+        let response = client
+            .post(format!("https://{addr}{path}"))
+            .header("content-type", "application/json")
+            .body(BODY)
+            .send()
+            .await
+            .map_err(|e| parley::error::chain(&e))?;
+        let status = response.status().as_u16();
+        let body = response.text().await.map_err(|e| e.to_string())?;
+        Ok((status, body))
+    })
 }
 
 fn read_proc_status_kb(pid: u32, field: &str) -> Option<u64> {
@@ -359,17 +405,27 @@ struct Target {
 }
 
 impl Target {
-    /// Starts the server and checks that one exchange answers 200 with an NLIP-looking body.
+    /// Starts the server and checks that one exchange answers 200 with an NLIP-looking body;
+    /// over TLS when `ca` is given (the CA that signed the server's certificate).
     fn start(
         name: &'static str,
         cmd: Command,
         log: PathBuf,
         addr: SocketAddr,
         path: &str,
+        ca: Option<&Path>,
     ) -> Result<Target> {
         let mut server = Server::spawn(name, cmd, log)?;
-        server.wait_ready(addr, Duration::from_secs(60))?;
-        let (status, body) = http_request(addr, "POST", path, Some(BODY))?;
+        let (status, body) = match ca {
+            None => {
+                server.wait_ready(addr, Duration::from_secs(60))?;
+                http_request(addr, "POST", path, Some(BODY))?
+            }
+            Some(ca) => {
+                server.wait_listening(addr, Duration::from_secs(60))?;
+                https_post(addr, path, ca)?
+            }
+        };
         if status != 200 || !body.contains("\"format\"") {
             return Err(format!(
                 "{name}: POST {path} answered {status}: {body:.300}"
@@ -383,7 +439,10 @@ impl Target {
         Ok(Target {
             name,
             server,
-            url: format!("http://{addr}{path}"),
+            url: format!(
+                "{}://{addr}{path}",
+                if ca.is_some() { "https" } else { "http" }
+            ),
             runs: Vec::new(),
             cpu_seconds: 0.0,
             wall_seconds: 0.0,
@@ -471,7 +530,31 @@ fn run() -> Result<()> {
         let cmd = parley_serve_command(ROLE_ENV, addr, &tmp.path().join("parley-data"))
             .map_err(|e| format!("cannot prepare `parley serve`: {e}"))?;
         let log = tmp.path().join("parley.log");
-        targets.push(Target::start("parley", cmd, log, addr, "/nlip")?);
+        targets.push(Target::start("parley", cmd, log, addr, "/nlip", None)?);
+    }
+
+    if wanted(&cfg, "parley-tls") {
+        // The same server with a certificate of a CA made for the run: TLS 1.3, wrk's
+        // connections kept alive, so the figure is the cost of encrypting the traffic.
+        let ca = parley_tests::pki::TestCa::new("Parley bench CA");
+        let ca_file = ca.write_cert(tmp.path(), "bench-ca.pem");
+        let cert = ca.server(tmp.path(), "bench-server", "parley-bench", 1);
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+        let mut cmd = parley_serve_command(ROLE_ENV, addr, &tmp.path().join("parley-tls-data"))
+            .map_err(|e| format!("cannot prepare `parley serve`: {e}"))?;
+        cmd.arg("--tls-cert")
+            .arg(&cert.cert)
+            .arg("--tls-key")
+            .arg(&cert.key);
+        let log = tmp.path().join("parley-tls.log");
+        targets.push(Target::start(
+            "parley over TLS",
+            cmd,
+            log,
+            addr,
+            "/nlip",
+            Some(&ca_file),
+        )?);
     }
 
     if wanted(&cfg, "reference") {
@@ -497,7 +580,14 @@ fn run() -> Result<()> {
         );
         let log = tmp.path().join("reference.log");
         // The reference answers POST /nlip with a 307 to /nlip/; measure its real end-point.
-        targets.push(Target::start("python reference", cmd, log, addr, "/nlip/")?);
+        targets.push(Target::start(
+            "python reference",
+            cmd,
+            log,
+            addr,
+            "/nlip/",
+            None,
+        )?);
     }
 
     if wanted(&cfg, "echo") {
@@ -505,7 +595,14 @@ fn run() -> Result<()> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_echo-baseline"));
         cmd.arg("--listen").arg(addr.to_string());
         let log = tmp.path().join("echo.log");
-        targets.push(Target::start("bare axum echo", cmd, log, addr, "/nlip")?);
+        targets.push(Target::start(
+            "bare axum echo",
+            cmd,
+            log,
+            addr,
+            "/nlip",
+            None,
+        )?);
     }
 
     if cfg.warmup_secs > 0 {
@@ -599,6 +696,13 @@ fn print_report(targets: &[Target], peaks: &[Option<u64>]) {
         println!(
             "Parley / echo:      {ratio:>6.2}    (goal >= 0.85: {})",
             if ratio >= 0.85 { "met" } else { "NOT met" }
+        );
+    }
+    if let (Some(t), Some(p)) = (rps("parley over TLS"), rps("parley")) {
+        let ratio = t / p;
+        println!(
+            "Parley TLS / plain: {ratio:>6.2}    (goal >= 0.8: {})",
+            if ratio >= 0.8 { "met" } else { "NOT met" }
         );
     }
 }

@@ -1,6 +1,8 @@
 //! Shared helpers for Parley's integration tests: start a real server on loopback ports
 //! chosen by the OS, with its own database, and stop it again.
 
+pub mod pki;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 

@@ -129,7 +129,8 @@ async fn send(args: SendArgs) -> Result<ExitCode, CliError> {
         })?;
         message = message.with_submessage(Submessage::new(Format::Token, sub, content));
     }
-    let mut client = NlipClient::connect(&args.url, args.cbor).await?;
+    let mut client =
+        NlipClient::connect_with(&args.url, args.cbor, &args.tls.client_tls()?).await?;
     let reply = client.send(&message).await?;
     if args.json {
         let pretty = serde_json::to_string_pretty(&parley_nlip::to_json_value(&reply.message))

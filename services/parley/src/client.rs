@@ -8,11 +8,15 @@
 //! `localhost:8080` is `http://localhost:8080/nlip`. An explicit path is kept. A peer that answers
 //! 404 or 405 on a path other than Parley's end-points gets an error naming the right one.
 
+use std::sync::Arc;
+
 use futures::{SinkExt, StreamExt};
 use parley_nlip::Message;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+
+use crate::tls::{ClientTls, TlsError, tls_failure};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -35,6 +39,14 @@ pub enum ClientError {
     },
     #[error("the WebSocket closed before a reply arrived")]
     Closed,
+    /// The TLS handshake failed: most often a certificate this side does not trust.
+    #[error(
+        "TLS with {url} failed: {reason} (a peer whose certificate a private CA signed is \
+         trusted with that CA: --ca-cert, PARLEY_CA_CERT)"
+    )]
+    Tls { url: String, reason: String },
+    #[error("the client's TLS configuration is not usable: {0}")]
+    TlsConfig(#[from] TlsError),
 }
 
 /// How messages travel.
@@ -67,27 +79,49 @@ pub struct Received {
 impl NlipClient {
     /// Connects (WebSocket) or prepares (HTTP). `cbor` picks CBOR bodies over HTTP; over
     /// WebSocket the path decides (`/nlip/ws/text` is JSON, anything else CBOR).
-    /// `url` may leave the path out (see [`endpoint`]).
+    /// `url` may leave the path out (see [`endpoint`]). `https://` and `wss://` trust the
+    /// platform's root certificates; see [`NlipClient::connect_with`] for more.
     pub async fn connect(url: &str, cbor: bool) -> Result<NlipClient, ClientError> {
+        NlipClient::connect_with(url, cbor, &ClientTls::default()).await
+    }
+
+    /// [`NlipClient::connect`], trusting and presenting what `tls` says over `https://` and
+    /// `wss://`.
+    pub async fn connect_with(
+        url: &str,
+        cbor: bool,
+        tls: &ClientTls,
+    ) -> Result<NlipClient, ClientError> {
         let parsed = endpoint(url)?;
         let url = parsed.as_str();
+        let secure = matches!(parsed.scheme(), "https" | "wss");
+        let configs = if secure { Some(tls.configs()?) } else { None };
         let transport = match parsed.scheme() {
-            "http" | "https" => Transport::Http {
-                client: reqwest::Client::builder()
-                    .build()
-                    .map_err(ClientError::Http)?,
-                url: parsed.clone(),
-                cbor,
-            },
+            "http" | "https" => {
+                let mut builder = reqwest::Client::builder();
+                if let Some(configs) = &configs {
+                    builder = builder.tls_backend_preconfigured(configs.http.clone());
+                }
+                Transport::Http {
+                    client: builder.build().map_err(ClientError::Http)?,
+                    url: parsed.clone(),
+                    cbor,
+                }
+            }
             "ws" | "wss" => {
                 // Reads of the server's size (see `WS_READ_CHUNK`), and no Nagle delay: one
                 // message is one write, answered before the next is sent.
                 let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                     .read_buffer_size(crate::server::WS_READ_CHUNK);
-                let (socket, _) =
-                    tokio_tungstenite::connect_async_with_config(url, Some(config), true)
-                        .await
-                        .map_err(|e| handshake_error(&parsed, e))?;
+                let connector = configs.map(|c| Connector::Rustls(Arc::clone(&c.ws)));
+                let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
+                    url,
+                    Some(config),
+                    true,
+                    connector,
+                )
+                .await
+                .map_err(|e| handshake_error(&parsed, e))?;
                 Transport::Ws {
                     socket: Box::new(socket),
                     cbor: !parsed.path().trim_end_matches('/').ends_with("/text"),
@@ -113,7 +147,8 @@ impl NlipClient {
                     .header(reqwest::header::CONTENT_TYPE, ct)
                     .body(body)
                     .send()
-                    .await?;
+                    .await
+                    .map_err(|e| http_error(url, e))?;
                 let status = resp.status().as_u16();
                 if let Some(hint) = wrong_path_hint(url, status) {
                     return Err(ClientError::WrongEndpoint {
@@ -260,7 +295,24 @@ fn handshake_error(url: &url::Url, error: tokio_tungstenite::tungstenite::Error)
             hint,
         };
     }
+    if let Some(reason) = tls_failure(&error) {
+        return ClientError::Tls {
+            url: url.to_string(),
+            reason,
+        };
+    }
     error.into()
+}
+
+/// A failed HTTP request; a failed TLS handshake says so.
+fn http_error(url: &url::Url, error: reqwest::Error) -> ClientError {
+    match tls_failure(&error) {
+        Some(reason) => ClientError::Tls {
+            url: url.to_string(),
+            reason,
+        },
+        None => error.into(),
+    }
 }
 
 #[cfg(test)]

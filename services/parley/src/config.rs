@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 mod limits;
 mod listen;
 mod negotiation;
+pub mod tls;
 
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 pub use negotiation::NegotiationLimits;
+pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings, TlsVersion};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +142,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub sandbox: parley_sandbox::SandboxConfig,
     pub negotiation: NegotiationLimits,
+    /// TLS on the listeners, and what the server's own outgoing calls trust.
+    pub tls: TlsSettings,
 }
 
 impl Default for Settings {
@@ -159,6 +163,7 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             sandbox: parley_sandbox::SandboxConfig::default(),
             negotiation: Default::default(),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -228,6 +233,30 @@ pub struct ServeArgs {
     /// Log format [default: text]
     #[arg(long, env = "PARLEY_LOG_FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// The server's certificate chain (PEM): both listeners then speak TLS only
+    #[arg(long, env = "PARLEY_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, env = "PARLEY_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) client certificates are verified against (mutual TLS)
+    #[arg(long, env = "PARLEY_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: must a client present a certificate [default: required]
+    #[arg(long, env = "PARLEY_TLS_CLIENT_AUTH")]
+    pub tls_client_auth: Option<ClientAuth>,
+    /// Oldest TLS version accepted [default: 1.3]
+    #[arg(long, env = "PARLEY_TLS_MIN_VERSION")]
+    pub tls_min_version: Option<TlsVersion>,
+    /// CA certificates (PEM) the server's outgoing calls trust besides the platform's roots
+    #[arg(long, env = "PARLEY_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM) of the server's outgoing calls, for peers that require one
+    #[arg(long, env = "PARLEY_CLIENT_CERT", value_name = "FILE")]
+    pub client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM)
+    #[arg(long, env = "PARLEY_CLIENT_KEY", value_name = "FILE")]
+    pub client_key: Option<PathBuf>,
 }
 
 impl Settings {
@@ -261,6 +290,14 @@ impl Settings {
             rate_limit => limits.rate_limit_per_second,
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
+            tls_cert => tls.cert,
+            tls_key => tls.key,
+            tls_client_ca => tls.client_ca,
+            tls_client_auth => tls.client_auth,
+            tls_min_version => tls.min_version,
+            ca_cert => tls.client.ca_cert,
+            client_cert => tls.client.client_cert,
+            client_key => tls.client.client_key,
         );
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
@@ -323,6 +360,7 @@ impl Settings {
             return Err(invalid("database_connect_timeout_ms", "must be positive"));
         }
         self.negotiation.validate()?;
+        self.tls.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;
@@ -382,9 +420,14 @@ impl Settings {
     pub fn upload_base_url(&self, bound: SocketAddr) -> String {
         self.upload_public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{bound}"))
+            .unwrap_or_else(|| format!("{}://{bound}", self.http_scheme()))
             .trim_end_matches('/')
             .to_owned()
+    }
+
+    /// `https` when the listeners speak TLS, else `http`.
+    pub fn http_scheme(&self) -> &'static str {
+        if self.tls.enabled() { "https" } else { "http" }
     }
 
     pub fn request_timeout(&self) -> Duration {

@@ -59,3 +59,4 @@ pub mod peer;
 pub mod server;
 pub mod startup;
 pub mod telemetry;
+pub mod tls;

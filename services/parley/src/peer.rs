@@ -1,4 +1,5 @@
-//! Who a peer is, as far as the server can tell without credentials: its network address.
+//! Who a peer is: its network address, as far as the server can tell without credentials, and
+//! the identity a credential proves ([`PeerIdentity`]: a client certificate under mutual TLS).
 //!
 //! Per-address limits count by it (`server::admission`), and a conversation is bound to the
 //! address that created it (`agent`). An address is an IPv4 address, or an IPv6 address's /64
@@ -63,6 +64,45 @@ impl fmt::Display for PeerAddress {
                 write!(f, "{}/64", Ipv6Addr::from(octets))
             }
         }
+    }
+}
+
+/// Who a peer proved to be on its connection: the subject a verified client certificate names
+/// (see `tls::identity_of`). The listener puts it in every request's extensions next to the
+/// peer's address; what a peer may do by it is not decided here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PeerIdentity {
+    name: String,
+    scheme: IdentityScheme,
+}
+
+/// The credential an identity was proved with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdentityScheme {
+    /// A client certificate verified against `tls.client_ca`.
+    ClientCertificate,
+}
+
+impl PeerIdentity {
+    pub fn client_certificate(name: String) -> PeerIdentity {
+        PeerIdentity {
+            name,
+            scheme: IdentityScheme::ClientCertificate,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn scheme(&self) -> IdentityScheme {
+        self.scheme
+    }
+}
+
+impl fmt::Display for PeerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
     }
 }
 

@@ -213,6 +213,8 @@ pub struct Bound {
     pub upload_addr: SocketAddr,
     /// The upload end-point's URL as peers are given it.
     pub upload_url: String,
+    /// Reloads the listeners' TLS files on SIGHUP or when they change, while the server runs.
+    tls_watch: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
 impl Bound {
@@ -235,11 +237,20 @@ impl Bound {
     ) -> Result<Bound, StartupError> {
         settings.validate()?;
         check_agent_protocols(&capabilities)?;
+        let server_tls = match settings.tls.enabled() {
+            true => Some(Arc::new(
+                crate::tls::ServerTls::load(&settings.tls).map_err(|e| ConfigError::Invalid {
+                    setting: e.setting(),
+                    message: e.to_string(),
+                })?,
+            )),
+            false => None,
+        };
         let listen_on = settings.listen.resolve("listen").await?;
         let upload_on = settings.upload_listen.resolve("upload_listen").await?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
         let store = open_store(settings).await?;
-        connect_agents(settings, &capabilities, &store);
+        connect_agents(settings, &capabilities, &store)?;
         crate::metrics::install();
         let mut sandbox_config = settings.sandbox.clone();
         // Compiled handlers are cached next to the data, so a restart reloads in milliseconds.
@@ -299,13 +310,17 @@ impl Bound {
                 upload_quota: settings.limits.max_upload_storage_bytes,
             },
         );
+        let mut state = AppState::new(Arc::new(agent), settings.limits.clone(), readiness);
+        let tls_watch = server_tls.as_ref().map(crate::tls::ServerTls::watch);
+        state.tls = server_tls;
         Ok(Bound {
-            state: AppState::new(Arc::new(agent), settings.limits.clone(), readiness),
+            state,
             listener,
             upload_listener,
             addr,
             upload_addr,
             upload_url: format!("{upload_base}/upload"),
+            tls_watch,
         })
     }
 
@@ -315,8 +330,13 @@ impl Bound {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartupError> {
         let backends = self.state.agent.backends();
+        let scheme = if self.state.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         tracing::info!(
-            nlip = %format!("http://{}/nlip", self.addr),
+            nlip = %format!("{scheme}://{}/nlip", self.addr),
             uploads = %self.upload_url,
             store = backends.store,
             reasoner = backends.reasoner,
@@ -329,6 +349,7 @@ impl Bound {
         let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
         let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
+        let _tls_watch = self.tls_watch;
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
         sweeper.abort();
@@ -356,16 +377,26 @@ fn check_agent_protocols(capabilities: &Capabilities) -> Result<(), StartupError
 
 /// Lets the capabilities bound to other agents reach them: this agent, as a requester on its
 /// own store ([`BindingRequester`]).
-fn connect_agents(settings: &Settings, capabilities: &Capabilities, store: &Arc<dyn Store>) {
+fn connect_agents(
+    settings: &Settings,
+    capabilities: &Capabilities,
+    store: &Arc<dyn Store>,
+) -> Result<(), StartupError> {
     let bound: Vec<_> = capabilities
         .iter()
         .filter(|c| c.peer_agent().is_some())
         .collect();
     if bound.is_empty() {
-        return;
+        return Ok(());
     }
+    let tls =
+        crate::tls::ClientTls::new(&settings.tls.client).map_err(|e| ConfigError::Invalid {
+            setting: e.setting(),
+            message: e.to_string(),
+        })?;
     let requester = Requester {
         max_rounds: settings.negotiation.max_rounds,
+        tls,
         ..Requester::new(store.clone())
     };
     if !capabilities.connect_agents(Arc::new(BindingRequester::new(requester))) {
@@ -383,6 +414,7 @@ fn connect_agents(settings: &Settings, capabilities: &Capabilities, store: &Arc<
             "the capability is another agent's, asked through a protocol"
         );
     }
+    Ok(())
 }
 
 /// Compiles the guest runtimes off the async workers, and reports to `readiness` when done.

@@ -51,12 +51,13 @@ pub(crate) fn logs() -> Arc<Mutex<Vec<u8>>> {
 /// default subscriber of whichever thread first reaches a callsite (tokio-rs/tracing#3611): a
 /// test of this binary without a subscriber would switch that span or event off for the
 /// capturing test too. With two registered, every registered one is asked.
-fn keep_a_second_dispatch() {
+pub(crate) fn keep_a_second_dispatch() {
     static SECOND: OnceLock<Dispatch> = OnceLock::new();
     SECOND.get_or_init(|| Dispatch::new(NoSubscriber::default()));
 }
 
-struct Sink(Arc<Mutex<Vec<u8>>>);
+/// A log writer into a shared buffer.
+pub(crate) struct Sink(pub(crate) Arc<Mutex<Vec<u8>>>);
 
 impl Write for Sink {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

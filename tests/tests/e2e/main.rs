@@ -9,7 +9,8 @@
 //! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
 //! reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
 //! (`agentconnect`); MCP servers behind Parley (`mcp`); the agent as a user and an operator meet
-//! it (`agent`); what model calls cost (`tokens`); with what they share in `support`.
+//! it (`agent`); what model calls cost (`tokens`); TLS on the listeners and in the client
+//! (`tls`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
@@ -35,5 +36,6 @@ mod state_limits;
 mod storage_faults;
 mod store_errors;
 mod support;
+mod tls;
 mod tokens;
 mod websocket;

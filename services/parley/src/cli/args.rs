@@ -87,6 +87,45 @@ impl LocalStore {
     }
 }
 
+/// What a command that connects trusts and presents over `https://` and `wss://`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClientTlsArgs {
+    /// CA certificates (PEM) trusted besides the platform's roots: a private deployment's CA.
+    #[arg(long, env = "PARLEY_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// A client certificate chain (PEM), for peers that require mutual TLS.
+    #[arg(
+        long,
+        env = "PARLEY_CLIENT_CERT",
+        value_name = "FILE",
+        requires = "client_key"
+    )]
+    pub client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM).
+    #[arg(
+        long,
+        env = "PARLEY_CLIENT_KEY",
+        value_name = "FILE",
+        requires = "client_cert"
+    )]
+    pub client_key: Option<PathBuf>,
+}
+
+impl ClientTlsArgs {
+    pub fn settings(&self) -> crate::config::tls::ClientTlsSettings {
+        crate::config::tls::ClientTlsSettings {
+            ca_cert: self.ca_cert.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        }
+    }
+
+    /// The client's TLS configuration; files that do not load are a usage error.
+    pub(super) fn client_tls(&self) -> Result<crate::tls::ClientTls, CliError> {
+        crate::tls::ClientTls::new(&self.settings()).map_err(|e| CliError::Usage(format!("{e}")))
+    }
+}
+
 /// Which framing of the meta-protocol to speak to the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WireKind {
@@ -137,6 +176,8 @@ pub struct NegotiateArgs {
     #[command(flatten)]
     pub wire: WireArgs,
     #[command(flatten)]
+    pub tls: ClientTlsArgs,
+    #[command(flatten)]
     pub store: LocalStore,
 }
 
@@ -161,6 +202,8 @@ pub struct CallArgs {
     pub max_rounds: u32,
     #[command(flatten)]
     pub wire: WireArgs,
+    #[command(flatten)]
+    pub tls: ClientTlsArgs,
     #[command(flatten)]
     pub store: LocalStore,
 }
@@ -214,6 +257,8 @@ pub struct SendArgs {
     /// Add a token submessage, SUBFORMAT=CONTENT (e.g. conversation=abc, authentication=key).
     #[arg(long = "token", value_name = "SUBFORMAT=CONTENT")]
     pub tokens: Vec<String>,
+    #[command(flatten)]
+    pub tls: ClientTlsArgs,
 }
 
 #[derive(Debug, Subcommand)]

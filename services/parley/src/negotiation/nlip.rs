@@ -159,10 +159,13 @@ pub struct NlipLink {
 }
 
 impl NlipLink {
-    /// Connects to the provider's NLIP end-point at `url`.
-    pub async fn connect(url: &str) -> Result<NlipLink, RequesterError> {
+    /// Connects to the provider's NLIP end-point at `url`, over TLS as `tls` says.
+    pub async fn connect(
+        url: &str,
+        tls: &crate::tls::ClientTls,
+    ) -> Result<NlipLink, RequesterError> {
         Ok(NlipLink {
-            client: NlipClient::connect(url, false).await?,
+            client: NlipClient::connect_with(url, false, tls).await?,
             conversation: None,
         })
     }

@@ -138,6 +138,8 @@ pub struct Requester {
     pub reviewer: Option<Arc<dyn ProtocolReasoner>>,
     /// The framing this requester speaks to providers.
     pub wire: Wire,
+    /// What it trusts and presents over `https://` and `wss://`.
+    pub tls: crate::tls::ClientTls,
 }
 
 /// Which framing of the meta-protocol a requester speaks.
@@ -322,6 +324,7 @@ impl Requester {
             max_rounds: 10,
             reviewer: None,
             wire: Wire::Nlip,
+            tls: crate::tls::ClientTls::default(),
         }
     }
 
@@ -349,12 +352,12 @@ impl Requester {
         let peer = self.peer_key(url)?;
         match self.wire {
             Wire::Nlip => {
-                let mut link = NlipLink::connect(&peer).await?;
+                let mut link = NlipLink::connect(&peer, &self.tls).await?;
                 self.negotiate_over(&mut link, &peer, text, capabilities, progress)
                     .await
             }
             Wire::Anp(options) => {
-                let mut link = AnpLink::connect(&peer, options).await?;
+                let mut link = AnpLink::connect(&peer, options, &self.tls).await?;
                 let negotiated = self
                     .negotiate_over(&mut link, &peer, text, capabilities, progress)
                     .await?;
@@ -511,7 +514,7 @@ impl Requester {
         let doc = ProtocolDoc::parse(protocol.text.clone())?;
         doc.validate_request(&request)
             .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
-        let mut client = NlipClient::connect(url, false).await?;
+        let mut client = NlipClient::connect_with(url, false, &self.tls).await?;
         let message = application_message(hash, request);
         let mut renegotiated = None;
         let mut reply = client.send(&message).await?.message;

@@ -13,11 +13,13 @@ use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use axum::response::Response;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 use super::admission::AddressGuard;
 use super::{AppState, http, prepare_socket};
-use crate::peer::PeerAddress;
+use crate::peer::{PeerAddress, PeerIdentity};
 
 /// What a listener answers itself, before its router: the NLIP listener answers `POST /nlip`
 /// (the hot path), the upload listener nothing.
@@ -30,8 +32,10 @@ pub(super) enum HotPath {
 /// A listener: one hyper connection (HTTP/1.1 or HTTP/2, with upgrades for WebSocket) per
 /// accepted socket, each served by an [`NlipService`] that knows its peer's address. A
 /// connection from an address that already holds `limits.max_connections_per_address` is
-/// closed as soon as it is accepted. After `stop`, it accepts no more connections, asks each
-/// open one to finish its in-flight request and close, and returns once all have.
+/// closed as soon as it is accepted. With TLS configured (`state.tls`), every connection is a
+/// TLS connection, with the configuration in force when it was accepted. After `stop`, it
+/// accepts no more connections, asks each open one to finish its in-flight request and close,
+/// and returns once all have.
 pub(super) async fn serve(
     state: AppState,
     listener: TcpListener,
@@ -103,8 +107,10 @@ pub(super) async fn serve(
                 _held: Arc::new((permit, address)),
             },
             activity: Arc::default(),
+            identity: None,
         };
-        connections.spawn(Arc::clone(&connection).serve(stream, service));
+        let tls = shared.state.tls.as_ref().map(|tls| tls.acceptor());
+        connections.spawn(Arc::clone(&connection).serve(stream, service, tls));
     }
     drop(listener);
     connection.stopping.cancel();
@@ -146,10 +152,14 @@ struct Connection {
 }
 
 impl Connection {
-    /// Serves one accepted connection until it ends.
-    async fn serve(self: Arc<Self>, stream: tokio::net::TcpStream, service: NlipService) {
+    /// Serves one accepted connection until it ends: over TLS when `tls` is given.
+    async fn serve(
+        self: Arc<Self>,
+        stream: tokio::net::TcpStream,
+        mut service: NlipService,
+        tls: Option<TlsAcceptor>,
+    ) {
         let peer = service.peer;
-        let activity = Arc::clone(&service.activity);
         // hyper's head timer starts at a request's first byte (or at the previous answer);
         // a peer that connects and never sends one gets the same time, then is dropped.
         // (`peek`, not `readable`: readiness may be reported before any byte has come.)
@@ -163,6 +173,46 @@ impl Connection {
             tracing::debug!(%peer, "connection closed: no request within the head timeout");
             return;
         }
+        let Some(acceptor) = tls else {
+            return self.run(stream, service).await;
+        };
+        // The handshake is the first thing a TLS peer sends: it gets the head timeout too, and
+        // what is not a TLS handshake (plaintext HTTP, say) ends the connection and frees its
+        // slot.
+        let handshake = tokio::select! {
+            done = tokio::time::timeout(self.head_timeout, acceptor.accept(stream)) => done,
+            () = self.stopping.cancelled() => return,
+        };
+        let stream = match handshake {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "connection closed: the TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "connection closed: no TLS handshake within the head timeout");
+                return;
+            }
+        };
+        service.identity = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(<[_]>::first)
+            .and_then(crate::tls::identity_of);
+        if let Some(identity) = &service.identity {
+            tracing::debug!(%peer, %identity, "TLS client certificate verified");
+        }
+        self.run(stream, service).await;
+    }
+
+    /// Serves HTTP on an accepted (and, with TLS, handshaken) connection until it ends.
+    async fn run<I>(&self, stream: I, service: NlipService)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let peer = service.peer;
+        let activity = Arc::clone(&service.activity);
         let connection = self
             .builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service);
@@ -276,12 +326,15 @@ struct Shared {
 /// with, a body read without boxing and a reply body that is not boxed either; axum's routing,
 /// extension map and extractors would roughly double the per-request work of a small message.
 /// Everything else goes to the [`app`] router, with the peer address as [`ConnectInfo`].
+/// A request on a connection whose client certificate named its peer carries that
+/// [`PeerIdentity`] in its extensions, on either path.
 #[derive(Debug, Clone)]
 struct NlipService {
     shared: Arc<Shared>,
     peer: SocketAddr,
     slot: ConnectionSlot,
     activity: Arc<Activity>,
+    identity: Option<PeerIdentity>,
 }
 
 /// One of the listener's `limits.max_connections` slots and one of its address's
@@ -305,6 +358,10 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
         let shared = self.shared.clone();
         let peer = self.peer;
         let in_flight = self.activity.begin();
+        let mut request = request;
+        if let Some(identity) = &self.identity {
+            request.extensions_mut().insert(identity.clone());
+        }
         if shared.hot_path == HotPath::NlipPost
             && request.method() == axum::http::Method::POST
             && matches!(request.uri().path(), "/nlip" | "/nlip/")
@@ -315,7 +372,6 @@ impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for NlipServ
                 Ok(response.map(http_body_util::Either::Left))
             });
         }
-        let mut request = request;
         request.extensions_mut().insert(ConnectInfo(peer));
         request.extensions_mut().insert(self.slot.clone());
         Box::pin(async move {

@@ -53,6 +53,8 @@ pub struct AppState {
     admission: Arc<admission::Admission>,
     /// `limits.max_concurrent_requests`: NLIP requests beyond it wait for a permit.
     permits: Arc<tokio::sync::Semaphore>,
+    /// TLS on both listeners, when configured (`listener` runs the handshakes).
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 impl AppState {
@@ -64,6 +66,7 @@ impl AppState {
             limits,
             readiness,
             permits,
+            tls: None,
         }
     }
 

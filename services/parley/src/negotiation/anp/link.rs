@@ -15,6 +15,7 @@
 //! as bare JSON (a header byte would be read as part of the JSON), so such a peer gets bare JSON,
 //! as its own code sends it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -23,11 +24,12 @@ use parley_anp::MetaMessage;
 use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use super::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 use crate::client::ClientError;
 use crate::negotiation::requester::{MetaChannel, RequesterError};
+use crate::tls::ClientTls;
 
 /// The requester's time limits on a seed-002 connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,12 +93,30 @@ pub struct AnpLink {
 }
 
 impl AnpLink {
-    /// Connects to the provider's seed-002 end-point (see [`endpoint`]).
-    pub async fn connect(url: &str, options: AnpOptions) -> Result<AnpLink, RequesterError> {
+    /// Connects to the provider's seed-002 end-point (see [`endpoint`]); `wss://` trusts and
+    /// presents what `tls` says.
+    pub async fn connect(
+        url: &str,
+        options: AnpOptions,
+        tls: &ClientTls,
+    ) -> Result<AnpLink, RequesterError> {
         let url = endpoint(url)?;
-        let (socket, _) = tokio_tungstenite::connect_async(url.as_str())
-            .await
-            .map_err(ClientError::from)?;
+        let connector = match url.scheme() {
+            "wss" => Some(Connector::Rustls(Arc::clone(
+                &tls.configs().map_err(ClientError::from)?.ws,
+            ))),
+            _ => None,
+        };
+        let (socket, _) =
+            tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, false, connector)
+                .await
+                .map_err(|e| match crate::tls::tls_failure(&e) {
+                    Some(reason) => ClientError::Tls {
+                        url: url.to_string(),
+                        reason,
+                    },
+                    None => ClientError::from(e),
+                })?;
         Ok(AnpLink {
             socket: Box::new(socket),
             options,

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::{Called, Negotiated, Outcome, Progress, Requester, RequesterError, Wire};
 use crate::client::{ClientError, NlipClient, endpoint};
+use crate::tls::ClientTls;
 
 /// What a request names its protocol by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,7 +229,7 @@ impl Requester {
         if !allowed {
             return Err(RequesterError::NoAgreement(reason));
         }
-        let reply = ask(peer, natural_language_request(doc, request)).await?;
+        let reply = ask(peer, natural_language_request(doc, request), &self.tls).await?;
         Ok(Requested::Fallback { reason, reply })
     }
 }
@@ -281,8 +282,8 @@ pub fn natural_language_request(doc: &ProtocolDoc, request: &Value) -> String {
 
 /// Sends `text` to the peer at `url` as a plain NLIP text message and returns its reply; an
 /// NLIP error reply is [`RequesterError::Peer`].
-async fn ask(url: &str, text: String) -> Result<Message, RequesterError> {
-    let mut client = NlipClient::connect(url, false).await?;
+async fn ask(url: &str, text: String, tls: &ClientTls) -> Result<Message, RequesterError> {
+    let mut client = NlipClient::connect_with(url, false, tls).await?;
     let reply = client
         .send(&Message::text(parley_nlip::DEFAULT_LANGUAGE, text))
         .await?
@@ -306,12 +307,17 @@ pub(super) fn reply_text(reply: &Message) -> String {
 
 /// The natural-language fallback for peers without the meta-protocol: the protocol's
 /// requirements (or the whole text) as a plain NLIP text message; returns the peer's text.
-pub async fn ask_in_natural_language(url: &str, protocol: &str) -> Result<String, RequesterError> {
+/// `https://` and `wss://` trust and present what `tls` says.
+pub async fn ask_in_natural_language(
+    url: &str,
+    protocol: &str,
+    tls: &ClientTls,
+) -> Result<String, RequesterError> {
     let text = ProtocolDoc::parse(protocol)
         .ok()
         .and_then(|d| d.sections().requirements.clone())
         .unwrap_or_else(|| protocol.to_owned());
-    Ok(reply_text(&ask(url, text).await?))
+    Ok(reply_text(&ask(url, text, tls).await?))
 }
 
 #[cfg(test)]
