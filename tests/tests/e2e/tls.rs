@@ -232,6 +232,100 @@ async fn wss_carries_nlip_from_parleys_client() {
 }
 
 #[tokio::test]
+async fn the_anp_link_reaches_a_provider_over_wss() {
+    use parley::negotiation::anp::{AnpLink, AnpOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = pki(dir.path());
+    let app = TestApp::spawn(&tls_settings(dir.path(), &pki)).await;
+    // An https:// URL is reached over wss:// on /anp.
+    let url = format!("https://localhost:{}", app.addr.port());
+    let mut link = AnpLink::connect(&url, AnpOptions::default(), &trusting(&pki.ca_file))
+        .await
+        .expect("a wss connection to /anp");
+    let answer = link
+        .natural_language("hello")
+        .await
+        .expect("a natural-language answer");
+    assert!(!answer.is_empty());
+    link.close().await.expect("closed");
+    let refused = AnpLink::connect(&url, AnpOptions::default(), &ClientTls::default())
+        .await
+        .expect_err("an untrusted certificate");
+    assert!(refused.to_string().contains("TLS with wss://"), "{refused}");
+    app.stop().await;
+}
+
+/// The front desk (examples/front-desk), its capability bound to a product desk that requires
+/// client certificates, asked `text`; the front desk trusts `ca` and presents `client`.
+async fn ask_the_front_desk(
+    desk: &TestApp,
+    ca: Option<&Path>,
+    client: Option<&CertFiles>,
+    text: &str,
+) -> Message {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.capabilities = None;
+    settings.sandbox.deadline_ms = 10_000;
+    settings.tls.client.ca_cert = ca.map(Path::to_owned);
+    settings.tls.client.client_cert = client.map(|c| c.cert.clone());
+    settings.tls.client.client_key = client.map(|c| c.key.clone());
+    let file = parley_tests::repo_root().join("examples/front-desk/capabilities.toml");
+    let base = format!("https://localhost:{}", desk.addr.port());
+    let capabilities = parley_tests::capabilities_with(&file, &[("PRODUCT_DESK_URL", &base)]);
+    let front = TestApp::spawn_with(&settings, capabilities).await;
+    let mut client = NlipClient::connect(&front.url(), false)
+        .await
+        .expect("connect");
+    let reply = client
+        .send(&Message::text("english", text))
+        .await
+        .expect("a reply")
+        .message;
+    front.stop().await;
+    reply
+}
+
+#[tokio::test]
+async fn an_agent_binding_reaches_its_peer_over_mutual_tls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = pki(dir.path());
+    let mut settings = tls_settings(dir.path(), &pki);
+    settings.tls.client_ca = Some(pki.ca_file.clone());
+    let logs = capture_logs();
+    let desk = TestApp::spawn(&settings).await;
+    let front_desk = pki.ca.client(dir.path(), "front", "front-desk");
+
+    let question = "How much is product P12345?";
+    let answered = ask_the_front_desk(&desk, Some(&pki.ca_file), Some(&front_desk), question).await;
+    assert!(ErrorInfo::from_message(&answered).is_none(), "{answered:?}");
+    let data: Vec<_> = answered
+        .payload_submessages()
+        .filter_map(|s| match &s.content {
+            parley_nlip::Content::Json(value) => Some(value.clone()),
+            parley_nlip::Content::Bytes(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        data[0]["productName"], "High-performance Laptop",
+        "{data:?}"
+    );
+    assert!(logs.contains(&["TLS client certificate verified", "identity=front-desk"]));
+
+    // Without the CA, or without a client certificate, the call fails, and says why.
+    for (ca, client, why) in [
+        (None, Some(&front_desk), "UnknownIssuer"),
+        (Some(pki.ca_file.as_path()), None, "CertificateRequired"),
+    ] {
+        let refused = ask_the_front_desk(&desk, ca, client, question).await;
+        let error = ErrorInfo::from_message(&refused).expect("an error");
+        assert_eq!(error.code, "binding_failed");
+        assert!(error.message.contains(why), "{why}: {}", error.message);
+    }
+    desk.stop().await;
+}
+
+#[tokio::test]
 async fn a_changed_certificate_is_served_to_new_connections_and_a_bad_one_is_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = pki(dir.path());
