@@ -234,6 +234,7 @@ impl Bound {
         capabilities: Arc<Capabilities>,
     ) -> Result<Bound, StartupError> {
         settings.validate()?;
+        let ethics = settings.ethics()?;
         check_agent_protocols(&capabilities)?;
         let listen_on = settings.listen.resolve("listen").await?;
         let upload_on = settings.upload_listen.resolve("upload_listen").await?;
@@ -300,7 +301,8 @@ impl Bound {
             },
         );
         Ok(Bound {
-            state: AppState::new(Arc::new(agent), settings.limits.clone(), readiness),
+            state: AppState::new(Arc::new(agent), settings.limits.clone(), readiness)
+                .with_ethics(&ethics),
             listener,
             upload_listener,
             addr,
