@@ -112,22 +112,9 @@ fn check_part(
     content: &Content,
     label: Option<&str>,
 ) -> Result<(), ValidationError> {
+    check_subformat_and_label(prefix, format, subformat, label)?;
     let field = |name: &str| prefix.field(name);
     let sub = subformat.trim();
-    if sub.is_empty() {
-        return Err(
-            ValidationError::new(field("subformat"), "must not be empty")
-                .allowed(subformat_rule(format)),
-        );
-    }
-    if let Some(label) = label
-        && label.len() > 1024
-    {
-        return Err(ValidationError::new(
-            field("label"),
-            "is longer than 1024 bytes",
-        ));
-    }
     let bad_subformat = |why: &str| {
         Err(ValidationError::new(
             field("subformat"),
@@ -185,6 +172,28 @@ fn check_part(
         Format::Generic | Format::Error => {}
     }
     Ok(())
+}
+
+/// A part's subformat is not blank and its label, when present, is at most 1024 bytes.
+fn check_subformat_and_label(
+    prefix: Part,
+    format: Format,
+    subformat: &str,
+    label: Option<&str>,
+) -> Result<(), ValidationError> {
+    if subformat.trim().is_empty() {
+        return Err(
+            ValidationError::new(prefix.field("subformat"), "must not be empty")
+                .allowed(subformat_rule(format)),
+        );
+    }
+    match label {
+        Some(label) if label.len() > 1024 => Err(ValidationError::new(
+            prefix.field("label"),
+            "is longer than 1024 bytes",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What is wrong with a binary subformat, unless it is `<content>/<encoding>` (the encoding

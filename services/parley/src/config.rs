@@ -142,6 +142,9 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub sandbox: parley_sandbox::SandboxConfig,
     pub negotiation: NegotiationLimits,
+    /// The ethics statement published at `GET /ethics` (ECMA-434 §7.1.3), a UTF-8 text file
+    /// (Markdown reads well); Parley's own `ETHICS.md` when unset.
+    pub ethics_statement: Option<PathBuf>,
     /// TLS on the listeners, and what the server's own outgoing calls trust.
     pub tls: TlsSettings,
 }
@@ -163,6 +166,7 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             sandbox: parley_sandbox::SandboxConfig::default(),
             negotiation: Default::default(),
+            ethics_statement: None,
             tls: TlsSettings::default(),
         }
     }
@@ -233,30 +237,11 @@ pub struct ServeArgs {
     /// Log format [default: text]
     #[arg(long, env = "PARLEY_LOG_FORMAT")]
     pub log_format: Option<LogFormat>,
-    /// The server's certificate chain (PEM): both listeners then speak TLS only
-    #[arg(long, env = "PARLEY_TLS_CERT", value_name = "FILE")]
-    pub tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM)
-    #[arg(long, env = "PARLEY_TLS_KEY", value_name = "FILE")]
-    pub tls_key: Option<PathBuf>,
-    /// CA certificates (PEM) client certificates are verified against (mutual TLS)
-    #[arg(long, env = "PARLEY_TLS_CLIENT_CA", value_name = "FILE")]
-    pub tls_client_ca: Option<PathBuf>,
-    /// With --tls-client-ca: must a client present a certificate [default: required]
-    #[arg(long, env = "PARLEY_TLS_CLIENT_AUTH")]
-    pub tls_client_auth: Option<ClientAuth>,
-    /// Oldest TLS version accepted [default: 1.3]
-    #[arg(long, env = "PARLEY_TLS_MIN_VERSION")]
-    pub tls_min_version: Option<TlsVersion>,
-    /// CA certificates (PEM) the server's outgoing calls trust besides the platform's roots
-    #[arg(long, env = "PARLEY_CA_CERT", value_name = "FILE")]
-    pub ca_cert: Option<PathBuf>,
-    /// Client certificate (PEM) of the server's outgoing calls, for peers that require one
-    #[arg(long, env = "PARLEY_CLIENT_CERT", value_name = "FILE")]
-    pub client_cert: Option<PathBuf>,
-    /// The private key of --client-cert (PEM)
-    #[arg(long, env = "PARLEY_CLIENT_KEY", value_name = "FILE")]
-    pub client_key: Option<PathBuf>,
+    /// The ethics statement served at GET /ethics, a UTF-8 text file [default: Parley's ETHICS.md]
+    #[arg(long, env = "PARLEY_ETHICS_STATEMENT", value_name = "FILE")]
+    pub ethics_statement: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: tls::TlsArgs,
 }
 
 impl Settings {
@@ -290,15 +275,9 @@ impl Settings {
             rate_limit => limits.rate_limit_per_second,
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
-            tls_cert => tls.cert,
-            tls_key => tls.key,
-            tls_client_ca => tls.client_ca,
-            tls_client_auth => tls.client_auth,
-            tls_min_version => tls.min_version,
-            ca_cert => tls.client.ca_cert,
-            client_cert => tls.client.client_cert,
-            client_key => tls.client.client_key,
+            ethics_statement => ethics_statement,
         );
+        args.tls.apply(&mut s.tls);
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
                 return Err(invalid(
@@ -359,6 +338,7 @@ impl Settings {
         if self.database_connect_timeout_ms == 0 {
             return Err(invalid("database_connect_timeout_ms", "must be positive"));
         }
+        self.ethics()?;
         self.negotiation.validate()?;
         self.tls.validate()?;
         self.sandbox
@@ -444,6 +424,40 @@ pub const DEFAULT_DATABASE_CONNECT_TIMEOUT_MS: u64 = 5_000;
 
 /// A secret kept in a file, as container secrets are: the whole file, without the trailing
 /// newline (and any other trailing whitespace) editors and `echo` add.
+/// Parley's own ethics statement, published when the operator gives none.
+const ETHICS: &str = include_str!("../../../ETHICS.md");
+
+/// The largest ethics statement an operator may publish.
+const MAX_ETHICS_BYTES: u64 = 64 * 1024;
+
+impl Settings {
+    /// The ethics statement to publish: the operator's file (read now, so that a missing,
+    /// empty, oversized or non-UTF-8 one stops the start) or Parley's own.
+    pub fn ethics(&self) -> Result<std::borrow::Cow<'static, str>, ConfigError> {
+        const SETTING: &str = "ethics_statement";
+        let Some(path) = &self.ethics_statement else {
+            return Ok(ETHICS.into());
+        };
+        let cannot =
+            |e: std::io::Error| invalid(SETTING, format!("cannot read {}: {e}", path.display()));
+        let size = std::fs::metadata(path).map_err(cannot)?.len();
+        if size > MAX_ETHICS_BYTES {
+            return Err(invalid(
+                SETTING,
+                format!(
+                    "{} is {size} bytes; at most {MAX_ETHICS_BYTES} are published",
+                    path.display()
+                ),
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(cannot)?;
+        if text.trim().is_empty() {
+            return Err(invalid(SETTING, format!("{} is empty", path.display())));
+        }
+        Ok(text.into())
+    }
+}
+
 fn read_secret(setting: &'static str, path: &Path) -> Result<String, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| invalid(setting, format!("cannot read {}: {e}", path.display())))?;
@@ -457,6 +471,36 @@ fn read_secret(setting: &'static str, path: &Path) -> Result<String, ConfigError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ethics_statement_must_be_a_readable_nonempty_text_of_bounded_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = Settings::default();
+        assert!(s.ethics().expect("own statement").contains("ECMA-434"));
+        let refused = |s: &Settings, needle: &str| {
+            let e = s.validate().expect_err("refused").to_string();
+            assert!(e.contains("ethics_statement") && e.contains(needle), "{e}");
+        };
+        s.ethics_statement = Some(dir.path().join("missing.md"));
+        refused(&s, "cannot read");
+        let empty = dir.path().join("empty.md");
+        std::fs::write(&empty, "  \n").expect("write");
+        s.ethics_statement = Some(empty);
+        refused(&s, "is empty");
+        let large = dir.path().join("large.md");
+        std::fs::write(&large, "x".repeat(64 * 1024 + 1)).expect("write");
+        s.ethics_statement = Some(large);
+        refused(&s, "at most 65536");
+        let binary = dir.path().join("binary.md");
+        std::fs::write(&binary, [0xff, 0xfe, 0x00]).expect("write");
+        s.ethics_statement = Some(binary);
+        refused(&s, "cannot read");
+        let good = dir.path().join("good.md");
+        std::fs::write(&good, "We answer weather questions.").expect("write");
+        s.ethics_statement = Some(good);
+        s.validate().expect("a readable statement");
+        assert_eq!(s.ethics().expect("read"), "We answer weather questions.");
+    }
 
     #[test]
     fn defaults_validate() {

@@ -236,6 +236,7 @@ impl Bound {
         capabilities: Arc<Capabilities>,
     ) -> Result<Bound, StartupError> {
         settings.validate()?;
+        let ethics = settings.ethics()?;
         check_agent_protocols(&capabilities)?;
         let server_tls = match settings.tls.enabled() {
             true => Some(Arc::new(
@@ -310,7 +311,8 @@ impl Bound {
                 upload_quota: settings.limits.max_upload_storage_bytes,
             },
         );
-        let mut state = AppState::new(Arc::new(agent), settings.limits.clone(), readiness);
+        let mut state =
+            AppState::new(Arc::new(agent), settings.limits.clone(), readiness).with_ethics(&ethics);
         let tls_watch = server_tls.as_ref().map(crate::tls::ServerTls::watch);
         state.tls = server_tls;
         Ok(Bound {

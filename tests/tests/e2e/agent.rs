@@ -227,6 +227,48 @@ async fn an_agent_without_capabilities_does_not_offer_to_call_them() {
     app.stop().await;
 }
 
+// --- the ethics statement -------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_ethics_statement_is_published_and_the_operator_can_replace_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let response = reqwest::get(app.http("/ethics"))
+        .await
+        .expect("GET /ethics");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/markdown; charset=utf-8"
+    );
+    let published = response.text().await.expect("body");
+    let own = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ETHICS.md"))
+        .expect("ETHICS.md");
+    assert_eq!(published, own, "Parley's own statement by default");
+    app.stop().await;
+
+    let statement = dir.path().join("ethics.md");
+    std::fs::write(
+        &statement,
+        "# Ethics\nThis agent answers stock questions for Acme.\n",
+    )
+    .expect("write");
+    let mut settings = test_settings(dir.path());
+    settings.ethics_statement = Some(statement);
+    let app = TestApp::spawn(&settings).await;
+    let published = reqwest::get(app.http("/ethics"))
+        .await
+        .expect("GET /ethics")
+        .text()
+        .await
+        .expect("body");
+    assert_eq!(
+        published,
+        "# Ethics\nThis agent answers stock questions for Acme.\n"
+    );
+    app.stop().await;
+}
+
 // --- liveness and readiness ----------------------------------------------------------------------
 
 #[tokio::test]

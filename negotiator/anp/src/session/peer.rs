@@ -93,28 +93,7 @@ impl Core {
                     message: "protocolNegotiation while this side still owes an answer".into(),
                 });
             }
-            _ => {
-                // After agreement the only legal ones are a terminal status from a peer that
-                // changed its mind, which we honour as a rejection.
-                return match m.status {
-                    MetaStatus::Timeout => {
-                        self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
-                    }
-                    MetaStatus::Rejected => self.close_quietly(
-                        NegotiationError::PeerRejected {
-                            reason: m.modification_summary,
-                        },
-                        None,
-                    ),
-                    MetaStatus::Accepted if self.is_echo(&m) => {
-                        self.echoed = true;
-                        Step::Wait
-                    }
-                    _ => self.fail(NegotiationError::OutOfTurn {
-                        message: "protocolNegotiation after the protocol was agreed".into(),
-                    }),
-                };
-            }
+            _ => return self.on_protocol_after_agreement(m),
         }
         if let Err(e) = self.check_seq(m.sequence_id) {
             return self.fail(e);
@@ -159,6 +138,29 @@ impl Core {
             MetaStatus::Timeout => {
                 self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
             }
+        }
+    }
+
+    /// A `protocolNegotiation` once the protocol is agreed: the only legal ones are a terminal
+    /// status from a peer that changed its mind, honoured as a rejection, and one echo.
+    fn on_protocol_after_agreement(&mut self, m: ProtocolNegotiation) -> Step {
+        match m.status {
+            MetaStatus::Timeout => {
+                self.close_quietly(NegotiationError::Timeout { by: Side::Peer }, None)
+            }
+            MetaStatus::Rejected => self.close_quietly(
+                NegotiationError::PeerRejected {
+                    reason: m.modification_summary,
+                },
+                None,
+            ),
+            MetaStatus::Accepted if self.is_echo(&m) => {
+                self.echoed = true;
+                Step::Wait
+            }
+            _ => self.fail(NegotiationError::OutOfTurn {
+                message: "protocolNegotiation after the protocol was agreed".into(),
+            }),
         }
     }
 

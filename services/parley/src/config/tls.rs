@@ -81,6 +81,58 @@ pub struct ClientTlsSettings {
     pub client_key: Option<PathBuf>,
 }
 
+/// The `[tls]` flags of `parley serve`; each also reads a `PARLEY_*` environment variable.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TlsArgs {
+    /// The server's certificate chain (PEM): both listeners then speak TLS only
+    #[arg(long, env = "PARLEY_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM)
+    #[arg(long, env = "PARLEY_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) client certificates are verified against (mutual TLS)
+    #[arg(long, env = "PARLEY_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: must a client present a certificate [default: required]
+    #[arg(long, env = "PARLEY_TLS_CLIENT_AUTH")]
+    pub tls_client_auth: Option<ClientAuth>,
+    /// Oldest TLS version accepted [default: 1.3]
+    #[arg(long, env = "PARLEY_TLS_MIN_VERSION")]
+    pub tls_min_version: Option<TlsVersion>,
+    /// CA certificates (PEM) the server's outgoing calls trust besides the platform's roots
+    #[arg(long, env = "PARLEY_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Client certificate (PEM) of the server's outgoing calls, for peers that require one
+    #[arg(long, env = "PARLEY_CLIENT_CERT", value_name = "FILE")]
+    pub client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM)
+    #[arg(long, env = "PARLEY_CLIENT_KEY", value_name = "FILE")]
+    pub client_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// Sets what the flags give over what the file said.
+    pub(super) fn apply(&self, tls: &mut TlsSettings) {
+        let set = |field: &mut Option<PathBuf>, flag: &Option<PathBuf>| {
+            if flag.is_some() {
+                field.clone_from(flag);
+            }
+        };
+        set(&mut tls.cert, &self.tls_cert);
+        set(&mut tls.key, &self.tls_key);
+        set(&mut tls.client_ca, &self.tls_client_ca);
+        set(&mut tls.client.ca_cert, &self.ca_cert);
+        set(&mut tls.client.client_cert, &self.client_cert);
+        set(&mut tls.client.client_key, &self.client_key);
+        if let Some(auth) = self.tls_client_auth {
+            tls.client_auth = auth;
+        }
+        if let Some(version) = self.tls_min_version {
+            tls.min_version = version;
+        }
+    }
+}
+
 impl TlsSettings {
     /// Whether the listeners speak TLS.
     pub fn enabled(&self) -> bool {

@@ -53,6 +53,8 @@ pub struct AppState {
     admission: Arc<admission::Admission>,
     /// `limits.max_concurrent_requests`: NLIP requests beyond it wait for a permit.
     permits: Arc<tokio::sync::Semaphore>,
+    /// The ethics statement `GET /ethics` publishes (ECMA-434 §7.1.3).
+    ethics: Arc<str>,
     /// TLS on both listeners, when configured (`listener` runs the handshakes).
     pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
@@ -66,8 +68,15 @@ impl AppState {
             limits,
             readiness,
             permits,
+            ethics: Arc::from(""),
             tls: None,
         }
+    }
+
+    /// The state publishing `statement` at `GET /ethics`.
+    pub fn with_ethics(mut self, statement: &str) -> Self {
+        self.ethics = Arc::from(statement);
+        self
     }
 
     /// The rate check of one message from `peer` (a WebSocket message: its session already
@@ -126,8 +135,22 @@ fn app(state: AppState) -> Router {
         .route("/health/live", get(health::live).layer(guard()))
         .route("/health/ready", get(health::ready).layer(guard()))
         .route("/metrics", get(metrics_text).layer(guard()))
+        .route("/ethics", get(ethics).layer(guard()))
         .fallback(not_found)
         .with_state(state)
+}
+
+/// `GET /ethics`: the operator's ethics statement, as Markdown.
+async fn ethics(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/markdown; charset=utf-8",
+        )],
+        state.ethics.to_string(),
+    )
 }
 
 /// Serves both listeners until `shutdown` completes, then drains in-flight requests.
