@@ -153,6 +153,16 @@ async fn https_with_the_private_ca_is_answered_and_without_it_fails_on_the_certi
         assert_eq!(response.version(), version);
     }
 
+    // TLS 1.3 only, by default.
+    let old = reqwest_trusting(&pki.ca_file)
+        .tls_version_max(reqwest::tls::Version::TLS_1_2)
+        .build()
+        .expect("client")
+        .get(format!("https://127.0.0.1:{}/health/live", app.addr.port()))
+        .send()
+        .await;
+    assert!(old.is_err(), "a TLS 1.2 client is refused: {old:?}");
+
     // The upload listener speaks TLS too, and names itself with https.
     let uploaded = reqwest_trusting(&pki.ca_file)
         .build()
@@ -429,10 +439,21 @@ async fn mutual_tls_refuses_clients_without_a_trusted_certificate_and_names_the_
     assert!(!logs.contains(&["identity=stranger-agent"]));
     app.stop().await;
 
-    // Optional: a client without a certificate is served, one with an untrusted one is not.
+    // Optional (and TLS 1.2 allowed): a client without a certificate is served, one with an
+    // untrusted one is not.
     settings.tls.client_auth = ClientAuth::Optional;
+    settings.tls.min_version = parley::config::TlsVersion::V1_2;
     let app = TestApp::spawn(&settings).await;
     let url = format!("https://127.0.0.1:{}/nlip", app.addr.port());
+    let tls12 = reqwest_trusting(&pki.ca_file)
+        .tls_version_max(reqwest::tls::Version::TLS_1_2)
+        .build()
+        .expect("client")
+        .get(format!("https://127.0.0.1:{}/health/live", app.addr.port()))
+        .send()
+        .await
+        .expect("with min_version 1.2, a TLS 1.2 client is served");
+    assert_eq!(tls12.status(), 200);
     let mut client = NlipClient::connect_with(&url, false, &anonymous)
         .await
         .expect("prepare");
