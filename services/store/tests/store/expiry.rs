@@ -163,10 +163,18 @@ async fn expiry(store: &dyn Store) {
     tokio::time::sleep(Duration::from_millis(5)).await;
     let cut_off = Utc::now();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let active = populate(store, "active", "# A protocol agreed in an active conversation").await;
+    let active = populate(
+        store,
+        "active",
+        "# A protocol agreed in an active conversation",
+    )
+    .await;
 
     assert_eq!(
-        store.expire_conversations(cut_off, 100).await.expect("expire"),
+        store
+            .expire_conversations(cut_off, 100)
+            .await
+            .expect("expire"),
         // "turns" was last active before the cut-off too.
         2
     );
@@ -178,15 +186,31 @@ async fn expiry(store: &dyn Store) {
     ));
     let owner = ModelUsageOwner::Conversation("idle".into());
     assert_eq!(store.model_usage(&owner).await.expect("usage"), []);
-    assert_eq!(store.get_negotiation(idle.negotiation).await.expect("read"), None);
+    assert_eq!(
+        store.get_negotiation(idle.negotiation).await.expect("read"),
+        None
+    );
     let negotiation_usage = ModelUsageOwner::Negotiation(idle.negotiation);
-    assert_eq!(store.model_usage(&negotiation_usage).await.expect("usage"), []);
+    assert_eq!(
+        store.model_usage(&negotiation_usage).await.expect("usage"),
+        []
+    );
     // What was agreed in it stays: the protocol, the agreement, the handler, the usage counts.
     let hash = idle.hash;
     assert!(store.get_protocol(&hash).await.expect("read").is_some());
-    assert!(store.get_handler(idle.handler).await.expect("read").is_some());
+    assert!(
+        store
+            .get_handler(idle.handler)
+            .await
+            .expect("read")
+            .is_some()
+    );
     assert_eq!(
-        store.agreements_for_protocol(&hash).await.expect("read").len(),
+        store
+            .agreements_for_protocol(&hash)
+            .await
+            .expect("read")
+            .len(),
         1
     );
     let usage = store.usage("127.0.0.1", &hash).await.expect("read");
@@ -205,7 +229,13 @@ async fn expiry(store: &dyn Store) {
         (negotiations[0].id, negotiations[0].status),
         (active.negotiation, NegotiationStatus::Accepted)
     );
-    assert!(store.get_handler(active.handler).await.expect("read").is_some());
+    assert!(
+        store
+            .get_handler(active.handler)
+            .await
+            .expect("read")
+            .is_some()
+    );
 
     // Oldest first, a batch at a time: "active" is now the oldest.
     for id in ["old-1", "old-2"] {
@@ -216,7 +246,13 @@ async fn expiry(store: &dyn Store) {
     assert_eq!(store.expire_conversations(now, 2).await.expect("expire"), 2);
     assert_eq!(store.get_conversation("active").await.expect("read"), None);
     assert_eq!(store.get_conversation("old-1").await.expect("read"), None);
-    assert!(store.get_conversation("old-2").await.expect("read").is_some());
+    assert!(
+        store
+            .get_conversation("old-2")
+            .await
+            .expect("read")
+            .is_some()
+    );
     assert_eq!(store.expire_conversations(now, 2).await.expect("expire"), 1);
     assert_eq!(store.get_conversation("old-2").await.expect("read"), None);
     // The active conversation's agreement outlives it too.
@@ -227,7 +263,10 @@ async fn expiry(store: &dyn Store) {
     open(store, "new").await;
     let long_ago = Utc::now() - chrono::Duration::days(1);
     assert_eq!(
-        store.expire_conversations(long_ago, 10).await.expect("expire"),
+        store
+            .expire_conversations(long_ago, 10)
+            .await
+            .expect("expire"),
         0
     );
     // A cut-off in the future would take conversations active now.
