@@ -226,6 +226,10 @@ pub struct ServeArgs {
     /// Requests per second per client address, 0 = unlimited [default: 100]
     #[arg(long, env = "PARLEY_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
+    /// Idle time after which a conversation and its state are deleted, in milliseconds;
+    /// 0 = never [default: 86400000, a day]
+    #[arg(long, env = "PARLEY_CONVERSATION_IDLE_TIMEOUT_MS")]
+    pub conversation_idle_timeout_ms: Option<u64>,
     /// Proposals per negotiation before it ends as rejected [default: 10]
     #[arg(long, env = "PARLEY_MAX_ROUNDS")]
     pub max_rounds: Option<u32>,
@@ -266,6 +270,7 @@ impl Settings {
             max_upload_bytes => limits.max_upload_bytes,
             request_timeout_ms => limits.request_timeout_ms,
             rate_limit => limits.rate_limit_per_second,
+            conversation_idle_timeout_ms => limits.conversation_idle_timeout_ms,
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
             ethics_statement => ethics_statement,
@@ -543,6 +548,13 @@ mod tests {
             ),
             (
                 ServeArgs {
+                    conversation_idle_timeout_ms: Some(5),
+                    ..Default::default()
+                },
+                "limits.conversation_idle_timeout_ms",
+            ),
+            (
+                ServeArgs {
                     capabilities: Some("/nonexistent/caps.toml".into()),
                     ..Default::default()
                 },
@@ -575,6 +587,10 @@ mod tests {
             (
                 "header_read_timeout_ms = 0",
                 "limits.header_read_timeout_ms",
+            ),
+            (
+                "conversation_sweep_interval_ms = 0",
+                "limits.conversation_sweep_interval_ms",
             ),
         ] {
             std::fs::write(&file, format!("[limits]\n{line}\n")).expect("write");

@@ -13,12 +13,14 @@
 //!   `websocket` (ECMA-432), `anp` (seed 002's framing on `/anp`), `upload` (the upload
 //!   port).
 //! - [`agent`]: what the agent does with one decoded NLIP message, whichever transport brought
-//!   it: conversations, control messages, natural language, and the hand-off to negotiation.
+//!   it: conversations, control messages, tool calls, natural language, and the hand-off to
+//!   negotiation; [`router`] decides which of those paths a message takes.
 //! - [`negotiation`]: the ANP meta-protocol. `provider` (the driver of a negotiation's turn,
 //!   handler build and verification, application serving, usage counts), `requester` (the
 //!   requester's loop over a `MetaChannel`), `runner` (handlers in the sandbox), and the two
 //!   framings: `nlip`, how the meta-protocol rides in NLIP messages, and `anp`, seed 002's
 //!   frames with their protocol-type header.
+//! - [`expiry`]: the background sweep that deletes idle conversations and their state.
 //! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
 //!   per-address limits and of conversation binding.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
@@ -50,12 +52,14 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod expiry;
 pub mod host;
 pub mod metrics;
 pub mod model_endpoint;
 mod model_usage;
 pub mod negotiation;
 pub mod peer;
+pub mod router;
 pub mod server;
 pub mod startup;
 pub mod telemetry;

@@ -12,6 +12,8 @@
 //! What the limits turned away: `parley_refused_total{reason}`, `reason` one of
 //! `connections_per_address` (a connection closed on accept), `rate_limited`,
 //! `too_many_in_flight`, `send_timeout` (a peer that did not read its answers).
+//! NLIP tool calls (`router`): `parley_tool_calls_total{outcome}`, `outcome` = `ok` or the
+//! failure's code. Idle conversations the sweep removed: `parley_conversations_expired_total`.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -111,6 +113,20 @@ pub fn handler_call(outcome: &'static str) {
 /// Something a limit turned away (see the module docs for the reasons).
 pub fn refused(reason: &'static str) {
     count("parley_refused_total", one("reason", reason), 1);
+}
+
+/// One NLIP tool call answered: `ok`, or its failure's code.
+pub fn tool_call(outcome: &'static str) {
+    count("parley_tool_calls_total", one("outcome", outcome), 1);
+}
+
+/// Conversations the idle sweep removed.
+pub fn conversations_expired(n: u64) {
+    count(
+        "parley_conversations_expired_total",
+        [("", ""), ("", "")],
+        n,
+    );
 }
 
 pub fn protocol_cache(result: &'static str) {

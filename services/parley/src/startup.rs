@@ -330,10 +330,18 @@ impl Bound {
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
         let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
+        let limits = &self.state.limits;
+        let expiry = self.state.agent.spawn_conversation_expiry(
+            Duration::from_millis(limits.conversation_idle_timeout_ms),
+            Duration::from_millis(limits.conversation_sweep_interval_ms),
+        );
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
         sweeper.abort();
+        if let Some(expiry) = expiry {
+            expiry.abort();
+        }
         provider.flush_usage_within(last_flush).await;
         capabilities.shutdown().await;
         served.map_err(StartupError::Serve)

@@ -3,7 +3,8 @@
 //! (`websocket`), what one address may hold and send (`per_address`), the seed-002 framing
 //! (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents
 //! (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose state is whose and how
-//! much of it there may be (`state_limits`), storage faults under a running server
+//! much of it there may be (`state_limits`), idle conversations expiring (`expiry`), tool calls
+//! routed to capabilities (`router`), storage faults under a running server
 //! (`storage_faults`), the requester's choice of protocol or natural
 //! language (`requester`), an agent whose capabilities another agent performs (`agent_binding`),
 //! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
@@ -23,6 +24,7 @@ mod agentconnect;
 mod anp;
 mod anp_requester;
 mod bounded_work;
+mod expiry;
 mod http;
 mod interop_python;
 mod mcp;
@@ -30,6 +32,7 @@ mod negotiation;
 mod openai_backend;
 mod per_address;
 mod requester;
+mod router;
 mod seed003;
 mod state_limits;
 mod storage_faults;
