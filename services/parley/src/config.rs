@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 
 mod limits;
 mod listen;
+mod mcp;
 mod negotiation;
 
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
+pub use mcp::McpSettings;
 pub use negotiation::NegotiationLimits;
 
 /// Why a configuration was refused.
@@ -140,6 +142,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub sandbox: parley_sandbox::SandboxConfig,
     pub negotiation: NegotiationLimits,
+    /// Parley as an MCP server (`/mcp`), off by default.
+    pub mcp: McpSettings,
 }
 
 impl Default for Settings {
@@ -159,6 +163,7 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             sandbox: parley_sandbox::SandboxConfig::default(),
             negotiation: Default::default(),
+            mcp: McpSettings::default(),
         }
     }
 }
@@ -228,6 +233,17 @@ pub struct ServeArgs {
     /// Log format [default: text]
     #[arg(long, env = "PARLEY_LOG_FORMAT")]
     pub log_format: Option<LogFormat>,
+    /// Serve Parley's capabilities and negotiated protocols as MCP tools on /mcp
+    /// (`--serve-mcp` alone means true) [default: false]
+    #[arg(
+        long,
+        env = "PARLEY_SERVE_MCP",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub serve_mcp: Option<bool>,
 }
 
 impl Settings {
@@ -261,6 +277,7 @@ impl Settings {
             rate_limit => limits.rate_limit_per_second,
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
+            serve_mcp => mcp.serve,
         );
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
@@ -323,6 +340,7 @@ impl Settings {
             return Err(invalid("database_connect_timeout_ms", "must be positive"));
         }
         self.negotiation.validate()?;
+        self.mcp.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;
@@ -442,6 +460,68 @@ mod tests {
         let s = Settings::load(&args).expect("valid");
         assert_eq!(s.agent_id, "from-flag");
         assert_eq!(s.limits.max_message_bytes, 4096);
+    }
+
+    #[test]
+    fn mcp_is_served_when_the_file_or_the_flag_says_so_and_the_flag_wins() {
+        assert!(!Settings::load(&ServeArgs::default()).expect("valid").mcp.serve);
+        let on = ServeArgs {
+            serve_mcp: Some(true),
+            ..ServeArgs::default()
+        };
+        assert!(Settings::load(&on).expect("valid").mcp.serve);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("parley.toml");
+        std::fs::write(
+            &file,
+            "[mcp]\nserve = true\nallowed_hosts = [\"parley.example:8080\"]\n",
+        )
+        .expect("write");
+        let from_file = ServeArgs {
+            config: Some(file.clone()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::load(&from_file).expect("valid");
+        assert!(s.mcp.serve);
+        assert_eq!(s.mcp.allowed_hosts, ["parley.example:8080"]);
+        let off = ServeArgs {
+            serve_mcp: Some(false),
+            ..from_file
+        };
+        assert!(!Settings::load(&off).expect("valid").mcp.serve);
+
+        for (line, setting) in [
+            ("allowed_hosts = [\"a b\"]", "mcp.allowed_hosts"),
+            ("max_protocol_tools = 5000", "mcp.max_protocol_tools"),
+        ] {
+            std::fs::write(&file, format!("[mcp]\n{line}\n")).expect("write");
+            let err = Settings::load(&ServeArgs {
+                config: Some(file.clone()),
+                ..Default::default()
+            })
+            .expect_err(setting);
+            assert!(err.to_string().contains(setting), "{setting}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_serve_mcp_flag_is_a_bare_flag_or_a_boolean() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(["parley", "serve"].iter().chain(args))
+                .expect("parses");
+            match cli.command {
+                crate::cli::Command::Serve(args) => args.serve_mcp,
+                other => panic!("serve, not {other:?}"),
+            }
+        };
+        assert_eq!(parse(&["--serve-mcp"]), Some(true));
+        assert_eq!(parse(&["--serve-mcp=true"]), Some(true));
+        assert_eq!(parse(&["--serve-mcp=false"]), Some(false));
+        assert!(
+            crate::cli::Cli::try_parse_from(["parley", "serve", "--serve-mcp=maybe"]).is_err()
+        );
     }
 
     #[test]
