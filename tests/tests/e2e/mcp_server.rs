@@ -194,8 +194,8 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
 }
 
 /// Runs the MCP Inspector's CLI (what `npx @modelcontextprotocol/inspector --cli` runs) with
-/// `args` after the server's URL; returns its stdout as JSON. Its catalogue and client config
-/// go to `home`, not the user's.
+/// `args` after the server's URL; returns the answer it prints (`--format json`: the JSON-RPC
+/// result in `result`). Its catalogue and client config go to `home`, not the user's.
 async fn inspector(app: &TestApp, home: &Path, args: &[&str]) -> Value {
     let cli = repo_root()
         .join("tests/mcp/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
@@ -227,7 +227,8 @@ async fn inspector(app: &TestApp, home: &Path, args: &[&str]) -> Value {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    let printed: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    printed["result"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,6 +265,7 @@ async fn the_mcp_inspector_cli_lists_and_calls_parley_tools() {
         ],
     )
     .await;
+    assert_eq!(called["isError"], false, "{called}");
     assert_eq!(
         called["structuredContent"]["result"]["productName"], "Wireless Ergonomic Mouse",
         "{called}"
