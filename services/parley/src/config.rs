@@ -464,7 +464,12 @@ mod tests {
 
     #[test]
     fn mcp_is_served_when_the_file_or_the_flag_says_so_and_the_flag_wins() {
-        assert!(!Settings::load(&ServeArgs::default()).expect("valid").mcp.serve);
+        assert!(
+            !Settings::load(&ServeArgs::default())
+                .expect("valid")
+                .mcp
+                .serve
+        );
         let on = ServeArgs {
             serve_mcp: Some(true),
             ..ServeArgs::default()
@@ -519,9 +524,7 @@ mod tests {
         assert_eq!(parse(&["--serve-mcp"]), Some(true));
         assert_eq!(parse(&["--serve-mcp=true"]), Some(true));
         assert_eq!(parse(&["--serve-mcp=false"]), Some(false));
-        assert!(
-            crate::cli::Cli::try_parse_from(["parley", "serve", "--serve-mcp=maybe"]).is_err()
-        );
+        assert!(crate::cli::Cli::try_parse_from(["parley", "serve", "--serve-mcp=maybe"]).is_err());
     }
 
     #[test]

@@ -80,7 +80,10 @@ fn tool<'a>(report: &'a Value, name: &str) -> &'a Value {
 fn call(report: &Value, i: usize) -> (&Value, Value) {
     let result = &report["calls"][i]["result"];
     let text = result["content"][0]["text"].as_str().expect("a text block");
-    (result, serde_json::from_str(text).expect("the text is JSON"))
+    (
+        result,
+        serde_json::from_str(text).expect("the text is JSON"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,14 +118,20 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
     let product = &found["structuredContent"]["result"];
     assert_eq!(product["productName"], "High-performance Laptop");
     assert_eq!(product["price"], 1299.99);
-    assert_eq!(text, found["structuredContent"], "the text block is the JSON");
+    assert_eq!(
+        text, found["structuredContent"],
+        "the text block is the JSON"
+    );
     let (missing, _) = call(&report, 1);
     assert_eq!(missing["structuredContent"], json!({"result": null}));
 
     // Capability errors are tool results with isError, their code and message.
     let (bad, _) = call(&report, 2);
     assert_eq!(bad["isError"], true, "{bad}");
-    assert_eq!(bad["structuredContent"]["error"]["code"], "invalid_arguments");
+    assert_eq!(
+        bad["structuredContent"]["error"]["code"],
+        "invalid_arguments"
+    );
     let (not_found, text) = call(&report, 3);
     assert_eq!(not_found["isError"], true, "{not_found}");
     assert_eq!(text["error"]["code"], "not_found", "{text}");
@@ -171,7 +180,10 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
     let content = &answer["structuredContent"];
     assert_eq!(content["messageId"], "m1");
     assert_eq!(content["status"]["code"], 200);
-    assert_eq!(content["productInfo"]["productName"], "High-performance Laptop");
+    assert_eq!(
+        content["productInfo"]["productName"],
+        "High-performance Laptop"
+    );
     // A request the protocol's schema refuses is refused as an NLIP message would be.
     let (refused, _) = call(&report, 1);
     assert_eq!(refused["isError"], true, "{refused}");
@@ -197,8 +209,9 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
 /// `args` after the server's URL; returns the answer it prints (`--format json`: the JSON-RPC
 /// result in `result`). Its catalogue and client config go to `home`, not the user's.
 async fn inspector(app: &TestApp, home: &Path, args: &[&str]) -> Value {
-    let cli = repo_root()
-        .join("tests/mcp/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    let cli = repo_root().join(
+        "tests/mcp/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    );
     assert!(
         cli.exists(),
         "{} is missing: run scripts/setup-node.sh",

@@ -270,7 +270,10 @@ mod tests {
         assert_eq!(wrapped["required"], json!(["result"]));
         assert_eq!(wrapped["$defs"]["p"]["type"], "string");
         assert_eq!(wrapped["$schema"], nullable["$schema"]);
-        assert_eq!(wrapped["properties"]["result"]["type"], json!(["object", "null"]));
+        assert_eq!(
+            wrapped["properties"]["result"]["type"],
+            json!(["object", "null"])
+        );
         assert!(wrapped["properties"]["result"].get("$defs").is_none());
 
         // The wrapped schema still checks what it wrapped, `$ref`s included.
@@ -295,7 +298,10 @@ mod tests {
         let tool = serde_json::to_value(&built.tool).expect("JSON");
         assert_eq!(tool["name"], name);
         let description = tool["description"].as_str().expect("a description");
-        assert!(description.starts_with("Look up one product"), "{description}");
+        assert!(
+            description.starts_with("Look up one product"),
+            "{description}"
+        );
         assert!(description.contains(&hash), "{description}");
         assert_eq!(tool["inputSchema"]["required"][0], "messageId");
         assert_eq!(tool["outputSchema"]["type"], "object");

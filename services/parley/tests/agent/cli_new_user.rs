@@ -507,7 +507,9 @@ async fn mcp_is_served_when_the_flag_the_environment_or_the_config_file_says_so(
     let on = dir.path().join("mcp.toml");
     std::fs::write(&on, "[sandbox]\nwarm_up = false\n[mcp]\nserve = true\n").expect("write");
     let (quiet, on) = (utf8(&quiet), utf8(&on));
-    let cases: [(&[&str], &[(&str, &str)], bool); 5] = [
+    // The arguments, the environment, and whether /mcp is served.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], bool);
+    let cases: [Case<'_>; 5] = [
         (&["--config", quiet], &[], false),
         (&["--config", quiet, "--serve-mcp"], &[], true),
         (&["--config", quiet], &[("PARLEY_SERVE_MCP", "true")], true),
@@ -524,7 +526,11 @@ async fn mcp_is_served_when_the_flag_the_environment_or_the_config_file_says_so(
         let nlip = served.logged("nlip");
         let mcp = nlip.replace("/nlip", "/mcp");
         let logged = served.logged("mcp");
-        assert_eq!(logged, if serves { mcp.as_str() } else { "off" }, "{args:?} {env:?}");
+        assert_eq!(
+            logged,
+            if serves { mcp.as_str() } else { "off" },
+            "{args:?} {env:?}"
+        );
         let status = reqwest::Client::new()
             .post(&mcp)
             .header("accept", "application/json, text/event-stream")
