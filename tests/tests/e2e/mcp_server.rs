@@ -287,7 +287,7 @@ async fn the_mcp_inspector_cli_lists_and_calls_parley_tools() {
 }
 
 #[tokio::test]
-async fn mcp_is_not_found_unless_configured_and_answers_only_its_hosts() {
+async fn mcp_is_not_found_unless_configured_and_answers_only_its_hosts_within_the_limits() {
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -321,5 +321,15 @@ async fn mcp_is_not_found_unless_configured_and_answers_only_its_hosts() {
         .await
         .expect("an answer");
     assert_eq!(rebound.status(), 403);
+    // A body over the NLIP message limit is refused as an NLIP message would be.
+    let limit = parley::config::Limits::default().max_message_bytes;
+    let large = reqwest::Client::new()
+        .post(on.http("/mcp"))
+        .header("content-type", "application/json")
+        .body(vec![b' '; limit + 1])
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(large.status(), 413);
     on.stop().await;
 }
