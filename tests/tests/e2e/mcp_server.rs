@@ -2,7 +2,7 @@
 //! client (`tests/mcp/parley_client.py`, from the `.venv` of `scripts/setup-python.sh`) in the
 //! current MCP revision and the one before it, and the MCP Inspector's CLI mode
 //! (`@modelcontextprotocol/inspector`, pinned in `tests/mcp/package.json`, installed by
-//! `scripts/setup-node.sh`); and `/mcp` when it is not configured.
+//! `scripts/setup-node.sh`); `/mcp` when it is not configured, and its per-address admission.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -332,4 +332,36 @@ async fn mcp_is_not_found_unless_configured_and_answers_only_its_hosts_within_th
         .expect("an answer");
     assert_eq!(large.status(), 413);
     on.stop().await;
+}
+
+#[tokio::test]
+async fn mcp_requests_count_toward_their_address_rate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.mcp.serve = true;
+    settings.limits.rate_limit_per_second = 1;
+    settings.limits.rate_limit_burst = 1;
+    let app = TestApp::spawn(&settings).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let answer = reqwest::Client::new()
+            .post(app.http("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&list)
+            .send()
+            .await
+            .expect("an answer");
+        let status = answer.status().as_u16();
+        if status == 429 {
+            assert!(answer.headers().contains_key("retry-after"));
+            let body: Value = answer.json().await.expect("an NLIP error");
+            assert!(body.to_string().contains("rate_limited"), "{body}");
+        }
+        statuses.push(status);
+    }
+    assert_eq!(statuses[0], 200, "the burst passes");
+    assert!(statuses[1..].contains(&429), "{statuses:?}");
+    app.stop().await;
 }
