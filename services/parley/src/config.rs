@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 
 mod limits;
 mod listen;
+mod mcp;
 mod negotiation;
 
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
+pub use mcp::McpSettings;
 pub use negotiation::NegotiationLimits;
 
 /// Why a configuration was refused.
@@ -143,6 +145,8 @@ pub struct Settings {
     /// The ethics statement published at `GET /ethics` (ECMA-434 §7.1.3), a UTF-8 text file
     /// (Markdown reads well); Parley's own `ETHICS.md` when unset.
     pub ethics_statement: Option<PathBuf>,
+    /// Parley as an MCP server (`/mcp`), off by default.
+    pub mcp: McpSettings,
 }
 
 impl Default for Settings {
@@ -163,6 +167,7 @@ impl Default for Settings {
             sandbox: parley_sandbox::SandboxConfig::default(),
             negotiation: Default::default(),
             ethics_statement: None,
+            mcp: McpSettings::default(),
         }
     }
 }
@@ -239,6 +244,17 @@ pub struct ServeArgs {
     /// The ethics statement served at GET /ethics, a UTF-8 text file [default: Parley's ETHICS.md]
     #[arg(long, env = "PARLEY_ETHICS_STATEMENT", value_name = "FILE")]
     pub ethics_statement: Option<PathBuf>,
+    /// Serve Parley's capabilities and negotiated protocols as MCP tools on /mcp
+    /// (`--serve-mcp` alone means true) [default: false]
+    #[arg(
+        long,
+        env = "PARLEY_SERVE_MCP",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub serve_mcp: Option<bool>,
 }
 
 impl Settings {
@@ -274,6 +290,7 @@ impl Settings {
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
             ethics_statement => ethics_statement,
+            serve_mcp => mcp.serve,
         );
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
@@ -337,6 +354,7 @@ impl Settings {
         }
         self.ethics()?;
         self.negotiation.validate()?;
+        self.mcp.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;
@@ -520,6 +538,71 @@ mod tests {
         let s = Settings::load(&args).expect("valid");
         assert_eq!(s.agent_id, "from-flag");
         assert_eq!(s.limits.max_message_bytes, 4096);
+    }
+
+    #[test]
+    fn mcp_is_served_when_the_file_or_the_flag_says_so_and_the_flag_wins() {
+        assert!(
+            !Settings::load(&ServeArgs::default())
+                .expect("valid")
+                .mcp
+                .serve
+        );
+        let on = ServeArgs {
+            serve_mcp: Some(true),
+            ..ServeArgs::default()
+        };
+        assert!(Settings::load(&on).expect("valid").mcp.serve);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("parley.toml");
+        std::fs::write(
+            &file,
+            "[mcp]\nserve = true\nallowed_hosts = [\"parley.example:8080\"]\n",
+        )
+        .expect("write");
+        let from_file = ServeArgs {
+            config: Some(file.clone()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::load(&from_file).expect("valid");
+        assert!(s.mcp.serve);
+        assert_eq!(s.mcp.allowed_hosts, ["parley.example:8080"]);
+        let off = ServeArgs {
+            serve_mcp: Some(false),
+            ..from_file
+        };
+        assert!(!Settings::load(&off).expect("valid").mcp.serve);
+
+        for (line, setting) in [
+            ("allowed_hosts = [\"a b\"]", "mcp.allowed_hosts"),
+            ("max_protocol_tools = 5000", "mcp.max_protocol_tools"),
+        ] {
+            std::fs::write(&file, format!("[mcp]\n{line}\n")).expect("write");
+            let err = Settings::load(&ServeArgs {
+                config: Some(file.clone()),
+                ..Default::default()
+            })
+            .expect_err(setting);
+            assert!(err.to_string().contains(setting), "{setting}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_serve_mcp_flag_is_a_bare_flag_or_a_boolean() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(["parley", "serve"].iter().chain(args))
+                .expect("parses");
+            match cli.command {
+                crate::cli::Command::Serve(args) => args.serve_mcp,
+                other => panic!("serve, not {other:?}"),
+            }
+        };
+        assert_eq!(parse(&["--serve-mcp"]), Some(true));
+        assert_eq!(parse(&["--serve-mcp=true"]), Some(true));
+        assert_eq!(parse(&["--serve-mcp=false"]), Some(false));
+        assert!(crate::cli::Cli::try_parse_from(["parley", "serve", "--serve-mcp=maybe"]).is_err());
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! response reported no usage, or that got no response: their tokens are not in
 //! `parley_model_tokens_total`, which is then a lower bound). `purpose` is the `model.call` span's:
 //! `answer`, `evaluate`, `generate_handler`, `fix_handler`, `draft`, `evaluate_test_cases`.
+//! MCP tool calls on `/mcp`: `parley_mcp_tool_calls_total{kind,outcome}` (`kind` =
+//! `capability` or `protocol`, `outcome` = `ok` or `error`).
 //! What the limits turned away: `parley_refused_total{reason}`, `reason` one of
 //! `connections_per_address` (a connection closed on accept), `rate_limited`,
 //! `too_many_in_flight`, `send_timeout` (a peer that did not read its answers).
@@ -108,6 +110,12 @@ pub fn reasoner_call(backend: &'static str, kind: &'static str) {
 
 pub fn handler_call(outcome: &'static str) {
     count("parley_handler_calls_total", one("outcome", outcome), 1);
+}
+
+/// A tool call on `/mcp` (see the module docs).
+pub fn mcp_tool_call(kind: &'static str, outcome: &'static str) {
+    let labels = [("kind", kind), ("outcome", outcome)];
+    count("parley_mcp_tool_calls_total", labels, 1);
 }
 
 /// Something a limit turned away (see the module docs for the reasons).

@@ -302,7 +302,8 @@ impl Bound {
         );
         Ok(Bound {
             state: AppState::new(Arc::new(agent), settings.limits.clone(), readiness)
-                .with_ethics(&ethics),
+                .with_ethics(&ethics)
+                .with_mcp(&settings.mcp),
             listener,
             upload_listener,
             addr,
@@ -317,9 +318,14 @@ impl Bound {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartupError> {
         let backends = self.state.agent.backends();
+        let mcp = match self.state.serves_mcp() {
+            true => format!("http://{}/mcp", self.addr),
+            false => "off".to_owned(),
+        };
         tracing::info!(
             nlip = %format!("http://{}/nlip", self.addr),
             uploads = %self.upload_url,
+            mcp = %mcp,
             store = backends.store,
             reasoner = backends.reasoner,
             capabilities = backends.capabilities,

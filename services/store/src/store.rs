@@ -244,6 +244,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The handler serving protocol `hash`, if one is active.
     async fn active_handler(&self, hash: &str) -> Result<Option<HandlerRecord>, StoreError>;
 
+    /// The protocols that have an active handler (what this agent serves as a provider), in
+    /// the order their handlers became active, at most `limit` (capped at [`MAX_PAGE`]).
+    async fn active_protocols(&self, limit: u32) -> Result<Vec<Protocol>, StoreError>;
+
     // --- usage ---------------------------------------------------------------------------------
 
     /// Adds `ok` successful and `errors` failed calls of protocol `hash` by `peer` (callers may

@@ -9,7 +9,8 @@
 //! language (`requester`), an agent whose capabilities another agent performs (`agent_binding`),
 //! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
 //! reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
-//! (`agentconnect`); MCP servers behind Parley (`mcp`); the agent as a user and an operator meet
+//! (`agentconnect`); MCP servers behind Parley (`mcp`); Parley as an MCP server to real MCP
+//! clients (`mcp_server`); the agent as a user and an operator meet
 //! it (`agent`); what model calls cost (`tokens`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
@@ -28,6 +29,7 @@ mod expiry;
 mod http;
 mod interop_python;
 mod mcp;
+mod mcp_server;
 mod negotiation;
 mod openai_backend;
 mod per_address;

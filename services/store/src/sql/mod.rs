@@ -515,6 +515,15 @@ impl crate::Store for SqlStore {
         .await
     }
 
+    async fn active_protocols(&self, limit: u32) -> Result<Vec<Protocol>, StoreError> {
+        traced(
+            self,
+            span!("store.active_protocols"),
+            handlers::active_protocols(self, limit),
+        )
+        .await
+    }
+
     // --- usage ---------------------------------------------------------------------------------
 
     async fn record_usage(
