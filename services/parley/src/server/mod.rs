@@ -71,6 +71,7 @@ impl AppState {
             readiness,
             permits,
             ethics: Arc::from(""),
+            mcp: None,
         }
     }
 
@@ -78,10 +79,6 @@ impl AppState {
     pub fn with_ethics(mut self, statement: &str) -> Self {
         self.ethics = Arc::from(statement);
         self
-    }
-
-            mcp: None,
-        }
     }
 
     /// Serves `/mcp` when `settings` say so.
