@@ -30,12 +30,7 @@ async fn python_client(
     unknown: Option<&str>,
 ) -> Value {
     let root = repo_root();
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup-python.sh",
-        python.display()
-    );
+    let python = parley_tests::venv_python();
     let mut command = tokio::process::Command::new(&python);
     command
         .arg(root.join("tests/mcp/parley_client.py"))

@@ -161,12 +161,7 @@ async fn a_negotiated_protocol_keeps_its_path_whatever_its_payload() {
 
 #[tokio::test]
 async fn an_mcp_tool_that_reports_an_error_is_a_tool_error() {
-    let python = repo_root().join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup-python.sh",
-        python.display()
-    );
+    let python = parley_tests::venv_python();
     let server = repo_root().join("tests/mcp/catalogue_server.py");
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("capabilities.toml");
