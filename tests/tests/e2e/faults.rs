@@ -1,8 +1,10 @@
 //! Faults of what the server depends on, each ending in a clear NLIP error and each recovered
 //! from on its own, without a restart: PostgreSQL going away and coming back (cut by a TCP proxy
 //! of the test's own, so the one shared PostgreSQL keeps running for the other tests), a model
-//! endpoint that hangs or answers garbage, and an HTTP capability that is slow, fails or
-//! refuses connections. Full disks and deleted database files are `storage_faults`'.
+//! endpoint that hangs or answers garbage, an HTTP capability that is slow, fails or refuses
+//! connections, and a peer that leaves `/nlip/ws` in the middle of a negotiation. Full disks and
+//! deleted database files are `storage_faults`'; a peer leaving `/anp` mid-negotiation is `anp`'s;
+//! an MCP server that fails is `mcp`'s.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::time::Duration;
 use parley::config::ReasonerKind;
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
-use parley_store::Direction;
+use parley_store::{Direction, NegotiationStatus};
 use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
@@ -310,5 +312,128 @@ async fn a_capability_endpoint_that_is_slow_fails_or_refuses_gives_its_code_and_
     mode.store(SERVE, Ordering::SeqCst);
     let (status, reply, _) = post(&app, &call).await;
     assert!(status == 200 && answered(&reply), "{reply}");
+    app.stop().await;
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Sends `message` on a `/nlip/ws/text` session and reads the reply.
+async fn exchange(socket: &mut Socket, message: &Message) -> Message {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message as Ws;
+    let text = parley_nlip::to_json_value(message).to_string();
+    socket.send(Ws::Text(text.into())).await.expect("send");
+    loop {
+        match socket.next().await.expect("a frame").expect("no error") {
+            Ws::Text(text) => {
+                return parley_nlip::from_json_slice(text.as_bytes()).expect("an NLIP reply");
+            }
+            Ws::Ping(_) | Ws::Pong(_) => continue,
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+}
+
+/// A meta-protocol message in conversation `client`, as an NLIP control message.
+fn meta(client: &str, value: Value) -> Message {
+    let mut message = Message::json(value).with_submessage(Submessage::new(
+        Format::Token,
+        "conversation_client",
+        client,
+    ));
+    message.messagetype = Some("control".to_owned());
+    message
+}
+
+/// The meta-protocol messages of a reply.
+fn meta_of(reply: &Message) -> Vec<Value> {
+    reply
+        .submessages
+        .iter()
+        .filter(|s| s.label.as_deref() == Some("anp"))
+        .filter_map(|s| match &s.content {
+            parley_nlip::Content::Json(value) => Some(value.clone()),
+            parley_nlip::Content::Bytes(_) => None,
+        })
+        .collect()
+}
+
+/// Over `/nlip/ws` a negotiation is one NLIP conversation, which outlives the connection it
+/// began on (`/anp`, whose negotiation is its connection, ends it instead: see `anp`). A peer
+/// that leaves after the provider's turn leaves the negotiation waiting for it: the server
+/// negotiates with others meanwhile, and the peer finishes it later over HTTP in the same
+/// conversation.
+#[tokio::test]
+async fn a_peer_that_leaves_nlip_ws_mid_negotiation_can_finish_it_later_and_others_negotiate_meanwhile()
+ {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let app = TestApp::spawn(&settings).await;
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the server's store");
+    let text = crate::support::product_protocol();
+    let hash = parley_anp::ProtocolHash::of(&text);
+
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws/text"))
+        .await
+        .expect("a WebSocket session");
+    let proposal = json!({"action": "protocolNegotiation", "sequenceId": 0,
+                          "candidateProtocols": text, "status": "negotiating"});
+    let reply = exchange(&mut socket, &meta("leaver", proposal)).await;
+    let turn = meta_of(&reply);
+    assert_eq!(turn.len(), 2, "{reply:?}");
+    assert_eq!(turn[0]["status"], "accepted", "{reply:?}");
+    assert_eq!(turn[1]["action"], "codeGeneration", "{reply:?}");
+    socket.close(None).await.expect("close");
+    drop(socket);
+
+    // Another peer negotiates another protocol over a new session meanwhile, to the end.
+    let other = text.replacen(
+        "The product name may be sent as a hint",
+        "Faults shelf. The product name may be sent as a hint",
+        1,
+    );
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = crate::support::new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&app.ws("/nlip/ws"), &other, |_| {})
+        .await
+        .expect("a negotiation while the other waits");
+    assert_eq!(
+        negotiated.outcome,
+        parley::negotiation::requester::Outcome::Agreed
+    );
+
+    let status_of = async || {
+        let negotiations = store
+            .negotiations_for_protocol(&hash.to_string())
+            .await
+            .expect("negotiations");
+        negotiations.iter().map(|n| n.status).collect::<Vec<_>>()
+    };
+    // Not agreed while the peer is away: the provider waits for its codeGeneration.
+    assert!(
+        !status_of().await.contains(&NegotiationStatus::Accepted),
+        "{:?}",
+        status_of().await
+    );
+
+    // The peer that left comes back over HTTP in its conversation and finishes.
+    let generated = json!({"action": "codeGeneration", "status": "generated"});
+    let (status, reply, code) = post(&app, &meta("leaver", generated)).await;
+    assert_eq!((status, code.as_str()), (200, ""), "{reply}");
+    let request = Message::json(crate::support::request("back", "P12345"))
+        .with_submessage(Submessage::new(Format::Token, "protocol", hash.to_hex()))
+        .with_submessage(Submessage::new(
+            Format::Token,
+            "conversation_client",
+            "leaver",
+        ));
+    let (status, reply, _) = post(&app, &request).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["content"]["status"]["code"], 200, "{reply}");
+    assert_eq!(status_of().await, [NegotiationStatus::Accepted]);
     app.stop().await;
 }
