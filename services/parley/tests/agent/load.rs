@@ -250,7 +250,7 @@ async fn load(url: &str, base: &str, per_peer: usize, tally: &Arc<Tally>) -> usi
 /// The `i`th message of a peer: a tool call or a natural-language product question, every
 /// other one in a conversation of the peer's own, each with an attachment.
 fn message(peer: usize, i: usize) -> Message {
-    let mut message = if i % 2 == 0 {
+    let mut message = if i.is_multiple_of(2) {
         Message::json(json!({"tool": "getProductInfo", "arguments": {"productId": "P12345"}}))
     } else {
         Message::text("english", "What is the price of product P12345?")
