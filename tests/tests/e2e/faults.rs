@@ -361,9 +361,9 @@ fn meta_of(reply: &Message) -> Vec<Value> {
 
 /// Over `/nlip/ws` a negotiation is one NLIP conversation, which outlives the connection it
 /// began on (`/anp`, whose negotiation is its connection, ends it instead: see `anp`). A peer
-/// that leaves after the provider's turn leaves the negotiation waiting for it: the server
-/// negotiates with others meanwhile, and the peer finishes it later over HTTP in the same
-/// conversation.
+/// that leaves after the provider's turn, or in the middle of it (the turn is finished all the
+/// same), leaves the negotiation waiting for it: the server negotiates with others meanwhile,
+/// and the peer finishes it later over HTTP in the same conversation.
 #[tokio::test]
 async fn a_peer_that_leaves_nlip_ws_mid_negotiation_can_finish_it_later_and_others_negotiate_meanwhile()
  {
@@ -389,12 +389,25 @@ async fn a_peer_that_leaves_nlip_ws_mid_negotiation_can_finish_it_later_and_othe
     socket.close(None).await.expect("close");
     drop(socket);
 
+    // Another leaves in the middle of the provider's turn: it sends its proposal and closes
+    // without waiting for the answer. The turn is finished all the same.
+    let vanished = variant(&text, "Vanished");
+    let (mut socket, _) = tokio_tungstenite::connect_async(app.ws("/nlip/ws/text"))
+        .await
+        .expect("a WebSocket session");
+    let proposal = json!({"action": "protocolNegotiation", "sequenceId": 0,
+                          "candidateProtocols": vanished, "status": "negotiating"});
+    let frame = parley_nlip::to_json_value(&meta("vanisher", proposal)).to_string();
+    futures::SinkExt::send(
+        &mut socket,
+        tokio_tungstenite::tungstenite::Message::Text(frame.into()),
+    )
+    .await
+    .expect("send");
+    drop(socket);
+
     // Another peer negotiates another protocol over a new session meanwhile, to the end.
-    let other = text.replacen(
-        "The product name may be sent as a hint",
-        "Faults shelf. The product name may be sent as a hint",
-        1,
-    );
+    let other = variant(&text, "Faults");
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = crate::support::new_requester(requester_dir.path()).await;
     let negotiated = requester
@@ -406,7 +419,7 @@ async fn a_peer_that_leaves_nlip_ws_mid_negotiation_can_finish_it_later_and_othe
         parley::negotiation::requester::Outcome::Agreed
     );
 
-    let status_of = async || {
+    let status_of = async |hash: &parley_anp::ProtocolHash| {
         let negotiations = store
             .negotiations_for_protocol(&hash.to_string())
             .await
@@ -415,25 +428,61 @@ async fn a_peer_that_leaves_nlip_ws_mid_negotiation_can_finish_it_later_and_othe
     };
     // Not agreed while the peer is away: the provider waits for its codeGeneration.
     assert!(
-        !status_of().await.contains(&NegotiationStatus::Accepted),
+        !status_of(&hash)
+            .await
+            .contains(&NegotiationStatus::Accepted),
         "{:?}",
-        status_of().await
+        status_of(&hash).await
     );
 
-    // The peer that left comes back over HTTP in its conversation and finishes.
-    let generated = json!({"action": "codeGeneration", "status": "generated"});
-    let (status, reply, code) = post(&app, &meta("leaver", generated)).await;
-    assert_eq!((status, code.as_str()), (200, ""), "{reply}");
-    let request = Message::json(crate::support::request("back", "P12345"))
-        .with_submessage(Submessage::new(Format::Token, "protocol", hash.to_hex()))
-        .with_submessage(Submessage::new(
-            Format::Token,
-            "conversation_client",
-            "leaver",
-        ));
-    let (status, reply, _) = post(&app, &request).await;
-    assert_eq!(status, 200, "{reply}");
-    assert_eq!(reply["content"]["status"]["code"], 200, "{reply}");
-    assert_eq!(status_of().await, [NegotiationStatus::Accepted]);
+    // The peers that left come back over HTTP in their conversations and finish.
+    for (client, hash) in [
+        ("leaver", hash),
+        ("vanisher", parley_anp::ProtocolHash::of(&vanished)),
+    ] {
+        // A turn still running answers `conflict` (on a slow machine the vanisher's may be).
+        let generated = meta(
+            client,
+            json!({"action": "codeGeneration", "status": "generated"}),
+        );
+        let (status, reply, code) = tokio::time::timeout(PATIENCE, async {
+            loop {
+                let answer = post(&app, &generated).await;
+                if answer.2 != "conflict" {
+                    return answer;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .expect("the turn ends");
+        assert_eq!((status, code.as_str()), (200, ""), "{client}: {reply}");
+        let request = Message::json(crate::support::request("back", "P12345"))
+            .with_submessage(Submessage::new(Format::Token, "protocol", hash.to_hex()))
+            .with_submessage(Submessage::new(
+                Format::Token,
+                "conversation_client",
+                client,
+            ));
+        let (status, reply, _) = post(&app, &request).await;
+        assert_eq!(status, 200, "{client}: {reply}");
+        assert_eq!(reply["content"]["status"]["code"], 200, "{client}: {reply}");
+        assert_eq!(
+            status_of(&hash).await,
+            [NegotiationStatus::Accepted],
+            "{client}"
+        );
+    }
     app.stop().await;
+}
+
+/// The product protocol with a text (so a hash) of its own.
+fn variant(text: &str, shelf: &str) -> String {
+    let variant = text.replacen(
+        "The product name may be sent as a hint",
+        &format!("{shelf} shelf. The product name may be sent as a hint"),
+        1,
+    );
+    assert_ne!(variant, text, "the variant differs");
+    variant
 }
