@@ -5,7 +5,8 @@
 //! (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose state is whose and how
 //! much of it there may be (`state_limits`), idle conversations expiring (`expiry`), tool calls
 //! routed to capabilities (`router`), storage faults under a running server
-//! (`storage_faults`), the requester's choice of protocol or natural
+//! (`storage_faults`), a database, model or capability endpoint failing and coming back
+//! (`faults`), the requester's choice of protocol or natural
 //! language (`requester`), an agent whose capabilities another agent performs (`agent_binding`),
 //! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
 //! reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
@@ -26,6 +27,7 @@ mod anp;
 mod anp_requester;
 mod bounded_work;
 mod expiry;
+mod faults;
 mod http;
 mod interop_python;
 mod mcp;
