@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the npm packages the tests run, exactly as tests/mcp/package-lock.json pins them, into
 # tests/mcp/node_modules: the MCP "everything" reference server that the capabilities' `mcp`
-# binding is tested against. Installs Debian's nodejs and npm when npm is missing.
+# binding is tested against, and the MCP Inspector whose CLI mode is tested against Parley's
+# `/mcp`. Installs Debian's nodejs and npm when npm is missing.
 #
 # Idempotent: node_modules is reused while the lock file's hash matches the one stored at the
 # last install.
@@ -23,14 +24,16 @@ fi
 
 want="$(sha256sum "$DIR/package-lock.json" | cut -d' ' -f1)"
 server="$DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-if [[ "${1:-}" != "--force" && -f "$STAMP" && -f "$server" && "$(cat "$STAMP")" == "$want" ]]; then
+inspector="$DIR/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+if [[ "${1:-}" != "--force" && -f "$STAMP" && -f "$server" && -f "$inspector" && "$(cat "$STAMP")" == "$want" ]]; then
     log "tests/mcp/node_modules is up to date (lock $(cut -c1-12 <<<"$want"))"
     exit 0
 fi
 
 log "installing tests/mcp's pinned npm packages (node $(node --version))"
 (cd "$DIR" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
-# Fail now, not in the tests, if the server cannot even load.
+# Fail now, not in the tests, if a package is not where the tests look for it.
 test -f "$server"
+test -f "$inspector"
 echo "$want" >"$STAMP"
 log "done: $DIR/node_modules"

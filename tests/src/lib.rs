@@ -16,6 +16,19 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The project's Python (`.venv`, with the pinned packages of `tests/interop/requirements.txt`:
+/// the NLIP SDK, AgentConnect, the MCP SDK). Panics, saying how to make it, when it is missing.
+pub fn venv_python() -> PathBuf {
+    let python = repo_root().join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup-python.sh first (it creates .venv with the pinned \
+         packages of tests/interop/requirements.txt)",
+        python.display()
+    );
+    python
+}
+
 /// Loads a capabilities file with `${VAR}` references resolved from `vars`, not the
 /// environment.
 pub fn capabilities_with(

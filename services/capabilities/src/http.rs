@@ -160,12 +160,15 @@ pub(crate) struct HttpBinding {
     pub(crate) not_found: NotFoundPolicy,
 }
 
-/// Header names and values checked at load time.
+/// Header names and values checked at load time. Values are marked sensitive: they often
+/// carry credentials (`${API_KEY}`), so `Debug` prints `Sensitive` instead, and HTTP/2's header
+/// compression never indexes them.
 pub(crate) fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| format!("`{name}` is not a valid header name"))?;
-    let value = HeaderValue::from_str(value)
+    let mut value = HeaderValue::from_str(value)
         .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+    value.set_sensitive(true);
     Ok((name, value))
 }
 
@@ -438,6 +441,13 @@ fn url_template(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_values_never_print() {
+        let (_, value) = header("Authorization", "Bearer s3cret").expect("valid header");
+        assert!(value.is_sensitive());
+        assert!(!format!("{value:?}").contains("s3cret"));
+    }
 
     #[test]
     fn template_splits_fields_env_and_literals() {

@@ -18,17 +18,23 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use parley_anp::ProtocolHash;
-use parley_capabilities::{Capabilities, CapabilityError};
-use parley_nlip::{Content, Format, Message, Submessage, TokenKind, finish_reply};
-use parley_reasoner::{DialogueTurn, NlAnswer, NlRequest, Reasoner};
+use parley_capabilities::Capabilities;
+use parley_nlip::{Format, Message, Submessage, TokenKind, finish_reply};
+use parley_reasoner::{DialogueTurn, NlRequest, Reasoner};
 use parley_store::{Direction, ModelUsageOwner, NewConversation, Store, StoreError, Upload};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
-use crate::negotiation::nlip::{self, Inbound};
+use crate::negotiation::nlip;
 use crate::negotiation::provider::Provider;
 use crate::peer::PeerAddress;
+use crate::router::{self, Route, ToolCall};
+
+mod replies;
+
+use replies::{answer_reply, tool_reply};
+pub use replies::{bare_error, upload_reply};
 
 /// Everything the agent needs, shared by all transports.
 #[derive(Debug)]
@@ -115,6 +121,16 @@ impl Agent {
         }
     }
 
+    /// Starts the sweep that deletes conversations idle for longer than `idle` (none when it is
+    /// zero), every `period`; see [`crate::expiry`].
+    pub fn spawn_conversation_expiry(
+        &self,
+        idle: std::time::Duration,
+        period: std::time::Duration,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        crate::expiry::spawn_sweep(self.store.clone(), idle, period)
+    }
+
     /// Whether the database takes writes now (see `Store::check_writable`).
     pub async fn store_writable(&self) -> Result<(), StoreError> {
         self.store.check_writable().await
@@ -167,8 +183,8 @@ impl Agent {
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
     /// control out). Errors become NLIP error messages with their status.
     pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
-        let inbound = nlip::classify(request);
-        let is_meta = matches!(inbound, Inbound::Meta(_));
+        let route = router::route(request);
+        let is_meta = matches!(route, Route::Meta(_));
         let conversation = match self.conversation_for(request, peer, is_meta).await {
             Ok(c) => c,
             Err(e) => return self.error_reply(request, None, e),
@@ -180,16 +196,17 @@ impl Agent {
             }
         }
         let ok = |message| (message, StatusCode::OK);
-        let result = match (inbound, &conversation) {
-            (Inbound::Meta(values), Some(cid)) => {
+        let result = match (route, &conversation) {
+            (Route::Meta(values), Some(cid)) => {
                 Box::pin(self.meta(request, cid, &peer.to_string(), values)).await
             }
             // A meta-protocol message always has a conversation (one is minted for it).
-            (Inbound::Meta(_) | Inbound::Control, _) => self.control(request).await.map(ok),
-            (Inbound::Application(application), _) => {
+            (Route::Meta(_) | Route::Control, _) => self.control(request).await.map(ok),
+            (Route::Application(application), _) => {
                 self.application(application, peer).await.map(ok)
             }
-            (Inbound::Other, _) => self
+            (Route::ToolCall(call), _) => self.tool_call(request, call).await.map(ok),
+            (Route::NaturalLanguage, _) => self
                 .natural_language(request, conversation.as_deref())
                 .await
                 .map(ok),
@@ -366,6 +383,22 @@ impl Agent {
         Ok(Message::json(output))
     }
 
+    /// A tool call: capability `call.name` invoked with its arguments, as a handler's
+    /// `host.call` and the reasoners invoke it. The reply is a short text naming the capability,
+    /// then its result as a `structured`/`json` submessage labelled with the capability's name
+    /// (the shape of a natural-language answer's results); a failure is an NLIP error with the
+    /// capability's code (`unknown_capability`, `invalid_arguments`, `not_found`, `timeout`,
+    /// `capability_unavailable`, `tool_error`, ...).
+    async fn tool_call(
+        &self,
+        request: &Message,
+        call: Result<ToolCall<'_>, ApiError>,
+    ) -> Result<Message, ApiError> {
+        let call = call?;
+        let result = self.capabilities.invoke(call.name, call.arguments).await;
+        tool_reply(request.reply_language(), call.name, result)
+    }
+
     /// Natural language: answered by the reasoner, with the conversation's earlier turns.
     async fn natural_language(
         &self,
@@ -475,38 +508,6 @@ impl Agent {
     }
 }
 
-/// The reply to a natural-language message: the reasoner's text first, then each capability
-/// result as a `structured`/`json` submessage labelled with the capability's name. An answer
-/// that reports a failed call is an NLIP error with the failure's code (the text, which names
-/// the capability, is its message).
-fn answer_reply(language: String, answer: NlAnswer) -> Result<Message, ApiError> {
-    if let Some(failure) = &answer.failure {
-        let code = failure.code();
-        match failure {
-            CapabilityError::BindingFailed { .. }
-            | CapabilityError::InvalidResult { .. }
-            | CapabilityError::Timeout { .. } => {
-                tracing::warn!(code, error = %failure, "a capability call failed");
-            }
-            _ => tracing::debug!(code, error = %failure, "a capability call was refused"),
-        }
-        return Err(ApiError::Capability {
-            code: code.to_owned(),
-            message: answer.text,
-        });
-    }
-    let mut reply = Message::text(language, answer.text);
-    for call in answer.capability_calls {
-        if let Ok(result) = call.result {
-            reply = reply.with_submessage(
-                Submessage::new(Format::Structured, "json", Content::Json(result))
-                    .with_label(call.capability),
-            );
-        }
-    }
-    Ok(reply)
-}
-
 /// Whether `conversation` belongs to `peer`: it was created from the same address. A
 /// conversation recorded without a peer is bound to no one.
 fn belongs_to(conversation: &parley_store::Conversation, peer: std::net::SocketAddr) -> bool {
@@ -526,29 +527,4 @@ fn all_text(m: &Message) -> impl Iterator<Item = &str> {
             .filter(|s| s.format == Format::Text)
             .filter_map(|s| s.content.as_str()),
     )
-}
-
-/// The NLIP reply to an upload: where the bytes now live.
-pub fn upload_reply(uri: &str, meta: &parley_store::UploadMeta) -> Message {
-    Message::text(
-        parley_nlip::DEFAULT_LANGUAGE,
-        format!("Stored {} bytes; refer to them as {uri}.", meta.size),
-    )
-    .with_submessage(Submessage::new(Format::Structured, "uri", uri).with_label("upload"))
-    .with_submessage(
-        Submessage::new(
-            Format::Structured,
-            "json",
-            Content::Json(json!({
-                "id": meta.id, "size": meta.size, "content_type": meta.content_type,
-                "filename": meta.filename,
-            })),
-        )
-        .with_label("upload-meta"),
-    )
-}
-
-/// An error as a message with no request to answer (undecodable input).
-pub fn bare_error(error: &ApiError) -> Message {
-    error.to_info().to_message(parley_nlip::DEFAULT_LANGUAGE)
 }

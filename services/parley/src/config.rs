@@ -11,11 +11,13 @@ use serde::{Deserialize, Serialize};
 
 mod limits;
 mod listen;
+mod mcp;
 mod negotiation;
 pub mod tls;
 
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
+pub use mcp::McpSettings;
 pub use negotiation::NegotiationLimits;
 pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings, TlsVersion};
 
@@ -145,6 +147,8 @@ pub struct Settings {
     /// The ethics statement published at `GET /ethics` (ECMA-434 §7.1.3), a UTF-8 text file
     /// (Markdown reads well); Parley's own `ETHICS.md` when unset.
     pub ethics_statement: Option<PathBuf>,
+    /// Parley as an MCP server (`/mcp`), off by default.
+    pub mcp: McpSettings,
     /// TLS on the listeners, and what the server's own outgoing calls trust.
     pub tls: TlsSettings,
 }
@@ -167,6 +171,7 @@ impl Default for Settings {
             sandbox: parley_sandbox::SandboxConfig::default(),
             negotiation: Default::default(),
             ethics_statement: None,
+            mcp: McpSettings::default(),
             tls: TlsSettings::default(),
         }
     }
@@ -231,6 +236,10 @@ pub struct ServeArgs {
     /// Requests per second per client address, 0 = unlimited [default: 100]
     #[arg(long, env = "PARLEY_RATE_LIMIT")]
     pub rate_limit: Option<u32>,
+    /// Idle time after which a conversation and its state are deleted, in milliseconds;
+    /// 0 = never [default: 86400000, a day]
+    #[arg(long, env = "PARLEY_CONVERSATION_IDLE_TIMEOUT_MS")]
+    pub conversation_idle_timeout_ms: Option<u64>,
     /// Proposals per negotiation before it ends as rejected [default: 10]
     #[arg(long, env = "PARLEY_MAX_ROUNDS")]
     pub max_rounds: Option<u32>,
@@ -240,6 +249,17 @@ pub struct ServeArgs {
     /// The ethics statement served at GET /ethics, a UTF-8 text file [default: Parley's ETHICS.md]
     #[arg(long, env = "PARLEY_ETHICS_STATEMENT", value_name = "FILE")]
     pub ethics_statement: Option<PathBuf>,
+    /// Serve Parley's capabilities and negotiated protocols as MCP tools on /mcp
+    /// (`--serve-mcp` alone means true) [default: false]
+    #[arg(
+        long,
+        env = "PARLEY_SERVE_MCP",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub serve_mcp: Option<bool>,
     #[command(flatten)]
     pub tls: tls::TlsArgs,
 }
@@ -273,9 +293,11 @@ impl Settings {
             max_upload_bytes => limits.max_upload_bytes,
             request_timeout_ms => limits.request_timeout_ms,
             rate_limit => limits.rate_limit_per_second,
+            conversation_idle_timeout_ms => limits.conversation_idle_timeout_ms,
             log_format => log_format,
             max_rounds => negotiation.max_rounds,
             ethics_statement => ethics_statement,
+            serve_mcp => mcp.serve,
         );
         args.tls.apply(&mut s.tls);
         if let Some(path) = &args.openai_api_key_file {
@@ -340,6 +362,7 @@ impl Settings {
         }
         self.ethics()?;
         self.negotiation.validate()?;
+        self.mcp.validate()?;
         self.tls.validate()?;
         self.sandbox
             .validate()
@@ -532,6 +555,71 @@ mod tests {
     }
 
     #[test]
+    fn mcp_is_served_when_the_file_or_the_flag_says_so_and_the_flag_wins() {
+        assert!(
+            !Settings::load(&ServeArgs::default())
+                .expect("valid")
+                .mcp
+                .serve
+        );
+        let on = ServeArgs {
+            serve_mcp: Some(true),
+            ..ServeArgs::default()
+        };
+        assert!(Settings::load(&on).expect("valid").mcp.serve);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("parley.toml");
+        std::fs::write(
+            &file,
+            "[mcp]\nserve = true\nallowed_hosts = [\"parley.example:8080\"]\n",
+        )
+        .expect("write");
+        let from_file = ServeArgs {
+            config: Some(file.clone()),
+            ..ServeArgs::default()
+        };
+        let s = Settings::load(&from_file).expect("valid");
+        assert!(s.mcp.serve);
+        assert_eq!(s.mcp.allowed_hosts, ["parley.example:8080"]);
+        let off = ServeArgs {
+            serve_mcp: Some(false),
+            ..from_file
+        };
+        assert!(!Settings::load(&off).expect("valid").mcp.serve);
+
+        for (line, setting) in [
+            ("allowed_hosts = [\"a b\"]", "mcp.allowed_hosts"),
+            ("max_protocol_tools = 5000", "mcp.max_protocol_tools"),
+        ] {
+            std::fs::write(&file, format!("[mcp]\n{line}\n")).expect("write");
+            let err = Settings::load(&ServeArgs {
+                config: Some(file.clone()),
+                ..Default::default()
+            })
+            .expect_err(setting);
+            assert!(err.to_string().contains(setting), "{setting}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_serve_mcp_flag_is_a_bare_flag_or_a_boolean() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(["parley", "serve"].iter().chain(args))
+                .expect("parses");
+            match cli.command {
+                crate::cli::Command::Serve(args) => args.serve_mcp,
+                other => panic!("serve, not {other:?}"),
+            }
+        };
+        assert_eq!(parse(&["--serve-mcp"]), Some(true));
+        assert_eq!(parse(&["--serve-mcp=true"]), Some(true));
+        assert_eq!(parse(&["--serve-mcp=false"]), Some(false));
+        assert!(crate::cli::Cli::try_parse_from(["parley", "serve", "--serve-mcp=maybe"]).is_err());
+    }
+
+    #[test]
     fn bad_settings_name_the_setting() {
         let cases: Vec<(ServeArgs, &str)> = vec![
             (
@@ -554,6 +642,13 @@ mod tests {
                     ..Default::default()
                 },
                 "limits.max_message_bytes",
+            ),
+            (
+                ServeArgs {
+                    conversation_idle_timeout_ms: Some(5),
+                    ..Default::default()
+                },
+                "limits.conversation_idle_timeout_ms",
             ),
             (
                 ServeArgs {
@@ -589,6 +684,10 @@ mod tests {
             (
                 "header_read_timeout_ms = 0",
                 "limits.header_read_timeout_ms",
+            ),
+            (
+                "conversation_sweep_interval_ms = 0",
+                "limits.conversation_sweep_interval_ms",
             ),
         ] {
             std::fs::write(&file, format!("[limits]\n{line}\n")).expect("write");

@@ -11,14 +11,19 @@
 //!   per-connection service, which answers `POST /nlip` itself), `admission` (per-address
 //!   limits), `http` (that one `POST /nlip` path, metrics), `health` (liveness, readiness),
 //!   `websocket` (ECMA-432), `anp` (seed 002's framing on `/anp`), `upload` (the upload
-//!   port).
+//!   port), `mcp` (`/mcp`, when configured, behind the same admission).
+//! - [`mcp_server`]: Parley as an MCP server: its capabilities and served protocols as MCP
+//!   tools, called through the same paths as a handler's `host.call` and an NLIP application
+//!   message.
 //! - [`agent`]: what the agent does with one decoded NLIP message, whichever transport brought
-//!   it: conversations, control messages, natural language, and the hand-off to negotiation.
+//!   it: conversations, control messages, tool calls, natural language, and the hand-off to
+//!   negotiation; [`router`] decides which of those paths a message takes.
 //! - [`negotiation`]: the ANP meta-protocol. `provider` (the driver of a negotiation's turn,
 //!   handler build and verification, application serving, usage counts), `requester` (the
 //!   requester's loop over a `MetaChannel`), `runner` (handlers in the sandbox), and the two
 //!   framings: `nlip`, how the meta-protocol rides in NLIP messages, and `anp`, seed 002's
 //!   frames with their protocol-type header.
+//! - [`expiry`]: the background sweep that deletes idle conversations and their state.
 //! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
 //!   per-address limits and of conversation binding.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
@@ -32,8 +37,8 @@
 //!
 //! # Invariants
 //! - This is the only crate that knows axum, reads the environment, or chooses backends.
-//! - Every reply a peer receives is a message of the framing it spoke (NLIP, or a seed-002 frame
-//!   on `/anp`), errors included.
+//! - Every reply a peer receives is a message of the framing it spoke (NLIP, a seed-002 frame
+//!   on `/anp`, or MCP on `/mcp`), errors included.
 //! - A message without a conversation token touches no database.
 //! - The meta-protocol drivers (the provider's turn, application serving, the requester's
 //!   session loop) take and return JSON values and meta-protocol messages, never NLIP
@@ -50,12 +55,15 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod expiry;
 pub mod host;
+pub mod mcp_server;
 pub mod metrics;
 pub mod model_endpoint;
 mod model_usage;
 pub mod negotiation;
 pub mod peer;
+pub mod router;
 pub mod server;
 pub mod startup;
 pub mod telemetry;

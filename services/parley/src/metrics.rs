@@ -9,9 +9,13 @@
 //! response reported no usage, or that got no response: their tokens are not in
 //! `parley_model_tokens_total`, which is then a lower bound). `purpose` is the `model.call` span's:
 //! `answer`, `evaluate`, `generate_handler`, `fix_handler`, `draft`, `evaluate_test_cases`.
+//! MCP tool calls on `/mcp`: `parley_mcp_tool_calls_total{kind,outcome}` (`kind` =
+//! `capability` or `protocol`, `outcome` = `ok` or `error`).
 //! What the limits turned away: `parley_refused_total{reason}`, `reason` one of
 //! `connections_per_address` (a connection closed on accept), `rate_limited`,
 //! `too_many_in_flight`, `send_timeout` (a peer that did not read its answers).
+//! NLIP tool calls (`router`): `parley_tool_calls_total{outcome}`, `outcome` = `ok` or the
+//! failure's code. Idle conversations the sweep removed: `parley_conversations_expired_total`.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -108,9 +112,29 @@ pub fn handler_call(outcome: &'static str) {
     count("parley_handler_calls_total", one("outcome", outcome), 1);
 }
 
+/// A tool call on `/mcp` (see the module docs).
+pub fn mcp_tool_call(kind: &'static str, outcome: &'static str) {
+    let labels = [("kind", kind), ("outcome", outcome)];
+    count("parley_mcp_tool_calls_total", labels, 1);
+}
+
 /// Something a limit turned away (see the module docs for the reasons).
 pub fn refused(reason: &'static str) {
     count("parley_refused_total", one("reason", reason), 1);
+}
+
+/// One NLIP tool call answered: `ok`, or its failure's code.
+pub fn tool_call(outcome: &'static str) {
+    count("parley_tool_calls_total", one("outcome", outcome), 1);
+}
+
+/// Conversations the idle sweep removed.
+pub fn conversations_expired(n: u64) {
+    count(
+        "parley_conversations_expired_total",
+        [("", ""), ("", "")],
+        n,
+    );
 }
 
 pub fn protocol_cache(result: &'static str) {

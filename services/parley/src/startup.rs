@@ -337,9 +337,14 @@ impl Bound {
         } else {
             "http"
         };
+        let mcp = match self.state.serves_mcp() {
+            true => format!("{scheme}://{}/mcp", self.addr),
+            false => "off".to_owned(),
+        };
         tracing::info!(
             nlip = %format!("{scheme}://{}/nlip", self.addr),
             uploads = %self.upload_url,
+            mcp = %mcp,
             store = backends.store,
             reasoner = backends.reasoner,
             capabilities = backends.capabilities,
@@ -350,11 +355,19 @@ impl Bound {
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
         let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
+        let limits = &self.state.limits;
+        let expiry = self.state.agent.spawn_conversation_expiry(
+            Duration::from_millis(limits.conversation_idle_timeout_ms),
+            Duration::from_millis(limits.conversation_sweep_interval_ms),
+        );
         let last_flush = Duration::from_millis(self.state.limits.shutdown_flush_ms);
         let _tls_watch = self.tls_watch;
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
         sweeper.abort();
+        if let Some(expiry) = expiry {
+            expiry.abort();
+        }
         provider.flush_usage_within(last_flush).await;
         capabilities.shutdown().await;
         served.map_err(StartupError::Serve)

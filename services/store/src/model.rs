@@ -120,6 +120,9 @@ pub struct Conversation {
     pub version: i64,
     /// Number of messages in the log, which is also the sequence number of the newest one.
     pub message_count: i64,
+    /// How many messages the peer sent: one turn per inbound message appended to the log
+    /// (still counted after the log's oldest messages were trimmed).
+    pub turns: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -134,6 +134,7 @@ pub(crate) struct ConversationRow {
     state: Value,
     version: i64,
     last_seq: i64,
+    turns: i64,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -146,6 +147,7 @@ impl From<ConversationRow> for Conversation {
             state: row.state,
             version: row.version,
             message_count: row.last_seq,
+            turns: row.turns,
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -409,7 +411,7 @@ impl From<ModelUsageRow> for ModelUsage {
 
 macro_rules! conversation_columns {
     () => {
-        "id, peer, state, version, last_seq, created_at, updated_at"
+        "id, peer, state, version, last_seq, turns, created_at, updated_at"
     };
 }
 

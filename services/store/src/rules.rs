@@ -9,7 +9,8 @@
 //!   message contents and conversation tokens, so this must be a clean `Invalid`, not a database
 //!   error;
 //! * a key that no row can have (empty, or containing U+0000) is simply absent: lookups answer
-//!   `None`, operations `NotFound`, without a round trip.
+//!   `None`, operations `NotFound`, without a round trip;
+//! * a cut-off that selects rows to delete by age is not in the future.
 
 use serde_json::Value;
 
@@ -43,6 +44,16 @@ fn lower_hex(value: &str) -> bool {
     value
         .bytes()
         .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A cut-off for deleting rows by age: not later than now, so no row written now can be older.
+pub(crate) fn past(what: &str, cut_off: chrono::DateTime<chrono::Utc>) -> Result<(), StoreError> {
+    if cut_off > chrono::Utc::now() {
+        return Err(StoreError::Invalid(format!(
+            "{what} {cut_off} is in the future"
+        )));
+    }
+    Ok(())
 }
 
 /// Storable text: no U+0000.

@@ -112,6 +112,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         limit: u32,
     ) -> Result<Vec<LoggedMessage>, StoreError>;
 
+    /// Deletes at most `limit` (capped at [`MAX_PAGE`]) conversations whose last activity
+    /// (`updated_at`: a message appended, the state written, a touch) is before `idle_since`,
+    /// oldest first, with their logs, their model usage and their negotiations (with the
+    /// negotiations' transcripts and model usage). Protocols, agreements, handlers and protocol
+    /// usage stay. Returns how many; a caller sweeps until fewer than `limit` went. A cut-off
+    /// in the future is `Invalid`: it would take conversations active now.
+    async fn expire_conversations(
+        &self,
+        idle_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
     // --- uploads -------------------------------------------------------------------------------
 
     /// Stores the bytes under their SHA-256. Idempotent: the same bytes again return the existing
@@ -231,6 +243,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// The handler serving protocol `hash`, if one is active.
     async fn active_handler(&self, hash: &str) -> Result<Option<HandlerRecord>, StoreError>;
+
+    /// The protocols that have an active handler (what this agent serves as a provider), in
+    /// the order their handlers became active, at most `limit` (capped at [`MAX_PAGE`]).
+    async fn active_protocols(&self, limit: u32) -> Result<Vec<Protocol>, StoreError>;
 
     // --- usage ---------------------------------------------------------------------------------
 

@@ -61,12 +61,7 @@ fn agentconnect(
     code: &std::path::Path,
 ) -> tokio::process::Command {
     let root = repo_root();
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup-python.sh first (it installs agent-connect)",
-        python.display()
-    );
+    let python = parley_tests::venv_python();
     let mut command = tokio::process::Command::new(&python);
     command
         .arg(root.join("tests/agentconnect").join(script))

@@ -11,13 +11,7 @@ use parley_tests::{TestApp, repo_root, test_settings};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_reference_sdk_interoperates_with_parley() {
     let root = repo_root();
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup-python.sh first (it creates .venv with the pinned \
-         nlip-sdk, pytest and httpx from tests/interop/requirements.txt)",
-        python.display()
-    );
+    let python = parley_tests::venv_python();
 
     let dir = tempfile::tempdir().expect("temp dir");
     let app = TestApp::spawn(&test_settings(dir.path())).await;

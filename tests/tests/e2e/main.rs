@@ -3,12 +3,15 @@
 //! (`websocket`), what one address may hold and send (`per_address`), the seed-002 framing
 //! (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents
 //! (`negotiation`), the bounded cost of a proposal (`bounded_work`), whose state is whose and how
-//! much of it there may be (`state_limits`), storage faults under a running server
-//! (`storage_faults`), the requester's choice of protocol or natural
+//! much of it there may be (`state_limits`), idle conversations expiring (`expiry`), tool calls
+//! routed to capabilities (`router`), storage faults under a running server
+//! (`storage_faults`), a database, model or capability endpoint failing and coming back
+//! (`faults`), the requester's choice of protocol or natural
 //! language (`requester`), an agent whose capabilities another agent performs (`agent_binding`),
 //! seed 003's station protocol (`seed003`), a scripted model (`openai_backend`) and the Python
 //! reference SDK (`interop_python`); AgentConnect, the ANP reference implementation
-//! (`agentconnect`); MCP servers behind Parley (`mcp`); the agent as a user and an operator meet
+//! (`agentconnect`); MCP servers behind Parley (`mcp`); Parley as an MCP server to real MCP
+//! clients (`mcp_server`); the agent as a user and an operator meet
 //! it (`agent`); what model calls cost (`tokens`); TLS on the listeners and in the client
 //! (`tls`); with what they share in `support`.
 //!
@@ -24,13 +27,17 @@ mod agentconnect;
 mod anp;
 mod anp_requester;
 mod bounded_work;
+mod expiry;
+mod faults;
 mod http;
 mod interop_python;
 mod mcp;
+mod mcp_server;
 mod negotiation;
 mod openai_backend;
 mod per_address;
 mod requester;
+mod router;
 mod seed003;
 mod state_limits;
 mod storage_faults;

@@ -17,12 +17,7 @@ use crate::support::{new_requester, product_protocol, request};
 /// `[[mcp_servers]]` for the catalogue server (with `args` after its script), and the example's
 /// `getProductInfo` bound to the server's `lookup_product` tool with the example's schemas.
 fn capabilities(args: &str, extra: &str) -> String {
-    let python = repo_root().join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup-python.sh",
-        python.display()
-    );
+    let python = parley_tests::venv_python();
     let server = repo_root().join("tests/mcp/catalogue_server.py");
     format!(
         r#"[agent]

@@ -73,8 +73,8 @@ pub(super) fn negotiation_cost(usage: &[ModelUsage]) -> String {
     format!("         {}", parts.join("; "))
 }
 
-/// `parley conversations show ID`: the conversation, what its natural-language answers cost,
-/// and its log.
+/// `parley conversations show ID`: the conversation, its turns (one per peer message), what its
+/// natural-language answers cost in model calls and tokens, and its log.
 pub(super) async fn conversations_show(id: &str, store: LocalStore) -> Result<ExitCode, CliError> {
     let store = store.open_existing().await?;
     let Some(conversation) = store.get_conversation(id).await? else {
@@ -90,6 +90,7 @@ pub(super) async fn conversations_show(id: &str, store: LocalStore) -> Result<Ex
         conversation.created_at,
         conversation.updated_at
     );
+    out!("turns    {} (messages from the peer)", conversation.turns);
     let usage = store
         .model_usage(&ModelUsageOwner::Conversation(conversation.id.clone()))
         .await?;

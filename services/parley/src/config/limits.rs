@@ -34,6 +34,14 @@ pub struct Limits {
     pub ws_ping_interval_ms: u64,
     /// How many earlier messages of a conversation the reasoner sees.
     pub history_messages: u32,
+    /// How long a conversation may stay idle (no message, no state written) before a
+    /// background sweep deletes it with its log, model usage and negotiations; the protocols
+    /// agreed in it, their handlers and the agreements stay. 0: conversations never expire.
+    /// At least `request_timeout_ms` otherwise, so a conversation is not idle while a request
+    /// in it is still being answered.
+    pub conversation_idle_timeout_ms: u64,
+    /// How often the sweep looks for idle conversations (when they expire at all).
+    pub conversation_sweep_interval_ms: u64,
     /// NLIP messages (over HTTP or WebSocket) and uploads per second allowed per client
     /// address (an IPv4 address, or an IPv6 /64); more are answered 429 `rate_limited` with a
     /// `Retry-After`. 0 turns rate limiting off.
@@ -83,6 +91,8 @@ impl Default for Limits {
             request_timeout_ms: 30_000,
             ws_ping_interval_ms: 20_000,
             history_messages: 20,
+            conversation_idle_timeout_ms: 24 * 60 * 60 * 1000,
+            conversation_sweep_interval_ms: 60_000,
             rate_limit_per_second: 100,
             rate_limit_burst: 200,
             max_concurrent_requests: 1024,
@@ -136,6 +146,7 @@ impl Limits {
         if l.request_timeout_ms == 0 {
             return Err(invalid("limits.request_timeout_ms", "must be positive"));
         }
+        l.validate_expiry()?;
         if l.ws_ping_interval_ms < 100 {
             return Err(invalid(
                 "limits.ws_ping_interval_ms",
@@ -173,6 +184,31 @@ impl Limits {
             return Err(invalid(
                 "limits.rate_limit_burst",
                 "must be positive when rate limiting is on",
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_expiry(&self) -> Result<(), ConfigError> {
+        /// Ten years: far beyond any useful idle time, and far inside what a timestamp holds.
+        const LONGEST_MS: u64 = 10 * 366 * 24 * 60 * 60 * 1000;
+        let idle = self.conversation_idle_timeout_ms;
+        if idle > LONGEST_MS {
+            return Err(invalid(
+                "limits.conversation_idle_timeout_ms",
+                format!("must be at most {LONGEST_MS} (ten years); 0 turns expiry off"),
+            ));
+        }
+        if idle > 0 && idle < self.request_timeout_ms {
+            return Err(invalid(
+                "limits.conversation_idle_timeout_ms",
+                "must be at least limits.request_timeout_ms (or 0: conversations never expire)",
+            ));
+        }
+        if self.conversation_sweep_interval_ms == 0 {
+            return Err(invalid(
+                "limits.conversation_sweep_interval_ms",
+                "must be positive",
             ));
         }
         Ok(())
@@ -221,6 +257,34 @@ mod tests {
                 },
                 "limits.send_timeout_ms",
             ),
+        ] {
+            let err = limits.validate().expect_err(setting);
+            assert!(err.to_string().contains(setting), "{err}");
+        }
+    }
+
+    #[test]
+    fn conversations_expire_no_sooner_than_a_request_may_take() {
+        let expiring = |idle, sweep| Limits {
+            request_timeout_ms: 30_000,
+            conversation_idle_timeout_ms: idle,
+            conversation_sweep_interval_ms: sweep,
+            ..Limits::default()
+        };
+        expiring(0, 60_000).validate().expect("0: never expire");
+        expiring(30_000, 1)
+            .validate()
+            .expect("as long as a request");
+        for (limits, setting) in [
+            (
+                expiring(29_999, 60_000),
+                "limits.conversation_idle_timeout_ms",
+            ),
+            (
+                expiring(u64::MAX, 60_000),
+                "limits.conversation_idle_timeout_ms",
+            ),
+            (expiring(60_000, 0), "limits.conversation_sweep_interval_ms"),
         ] {
             let err = limits.validate().expect_err(setting);
             assert!(err.to_string().contains(setting), "{err}");

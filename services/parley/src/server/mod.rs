@@ -13,6 +13,7 @@
 //!   reports into.
 //! - `websocket`: `/nlip/ws` (CBOR) and `/nlip/ws/text` (JSON).
 //! - `anp`: `/anp`, the meta-protocol's seed-002 framing (`negotiation::anp`).
+//! - `mcp`: `/mcp` when configured, the MCP server (`mcp_server`) behind the admission above.
 //! - `upload`: the upload listener's routes.
 
 use std::future::Future;
@@ -27,7 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::Instrument as _;
 
 use crate::agent::{Agent, Reply};
-use crate::config::Limits;
+use crate::config::{Limits, McpSettings};
 use crate::error::ApiError;
 
 mod admission;
@@ -35,6 +36,7 @@ mod anp;
 mod health;
 mod http;
 mod listener;
+mod mcp;
 mod upload;
 mod websocket;
 
@@ -55,6 +57,8 @@ pub struct AppState {
     permits: Arc<tokio::sync::Semaphore>,
     /// The ethics statement `GET /ethics` publishes (ECMA-434 §7.1.3).
     ethics: Arc<str>,
+    /// `/mcp`'s settings when it is served; `None`, it is 404.
+    mcp: Option<Arc<McpSettings>>,
     /// TLS on both listeners, when configured (`listener` runs the handshakes).
     pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
@@ -69,6 +73,7 @@ impl AppState {
             readiness,
             permits,
             ethics: Arc::from(""),
+            mcp: None,
             tls: None,
         }
     }
@@ -77,6 +82,17 @@ impl AppState {
     pub fn with_ethics(mut self, statement: &str) -> Self {
         self.ethics = Arc::from(statement);
         self
+    }
+
+    /// Serves `/mcp` when `settings` say so.
+    pub fn with_mcp(mut self, settings: &McpSettings) -> Self {
+        self.mcp = settings.serve.then(|| Arc::new(settings.clone()));
+        self
+    }
+
+    /// Whether `/mcp` is served.
+    pub fn serves_mcp(&self) -> bool {
+        self.mcp.is_some()
     }
 
     /// The rate check of one message from `peer` (a WebSocket message: its session already
@@ -125,7 +141,11 @@ fn app(state: AppState) -> Router {
     use http::{method_not_allowed, metrics_text, not_found, panic_response};
     use websocket::{Framing, route};
     let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
-    Router::new()
+    let mut router = Router::new();
+    if let Some(settings) = &state.mcp {
+        router = router.route("/mcp", mcp::route(&state, settings).layer(guard()));
+    }
+    router
         .route("/nlip", any(method_not_allowed))
         .route("/nlip/", any(method_not_allowed))
         .route("/nlip/ws", route(Framing::Cbor).layer(guard()))

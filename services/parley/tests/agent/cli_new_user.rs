@@ -2,7 +2,8 @@
 //! quietly, `--listen` takes host names, the protocol commands say where they looked for data
 //! and take short hashes, error chains name each cause once, a port in use fails before the
 //! sandbox warms up, an unreachable PostgreSQL fails fast naming host, port and cause, the
-//! model key can come from a file, and the upload URL peers are given is logged at start.
+//! model key can come from a file, the upload URL peers are given is logged at start, and `/mcp`
+//! is served when the flag, the environment or the config file says so.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
@@ -31,6 +32,7 @@ fn parley(args: &[&str]) -> Command {
         "PARLEY_REASONER",
         "PARLEY_OPENAI_API_KEY",
         "PARLEY_OPENAI_API_KEY_FILE",
+        "PARLEY_SERVE_MCP",
     ] {
         command.env_remove(var);
     }
@@ -495,4 +497,48 @@ fn the_upload_url_peers_are_given_is_logged_at_start() {
         "{:#?}",
         served.log
     );
+}
+
+#[tokio::test]
+async fn mcp_is_served_when_the_flag_the_environment_or_the_config_file_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let quiet = dir.path().join("quiet.toml");
+    std::fs::write(&quiet, "[sandbox]\nwarm_up = false\n").expect("write");
+    let on = dir.path().join("mcp.toml");
+    std::fs::write(&on, "[sandbox]\nwarm_up = false\n[mcp]\nserve = true\n").expect("write");
+    let (quiet, on) = (utf8(&quiet), utf8(&on));
+    // The arguments, the environment, and whether /mcp is served.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], bool);
+    let cases: [Case<'_>; 5] = [
+        (&["--config", quiet], &[], false),
+        (&["--config", quiet, "--serve-mcp"], &[], true),
+        (&["--config", quiet], &[("PARLEY_SERVE_MCP", "true")], true),
+        (&["--config", on], &[], true),
+        (&["--config", on], &[("PARLEY_SERVE_MCP", "false")], false),
+    ];
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "probe", "version": "1"}}
+    });
+    for (args, env, serves) in cases {
+        let served = Served::start(dir.path(), args, env);
+        let nlip = served.logged("nlip");
+        let mcp = nlip.replace("/nlip", "/mcp");
+        let logged = served.logged("mcp");
+        assert_eq!(
+            logged,
+            if serves { mcp.as_str() } else { "off" },
+            "{args:?} {env:?}"
+        );
+        let status = reqwest::Client::new()
+            .post(&mcp)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .await
+            .expect("an answer")
+            .status();
+        assert_eq!(status, if serves { 200 } else { 404 }, "{args:?} {env:?}");
+    }
 }

@@ -1,6 +1,6 @@
 //! What the model cost, as the `parley` binary shows it: `protocols show HASH` prints the model
 //! calls and tokens of the negotiation that agreed the protocol, and `conversations show ID` those
-//! of a conversation's natural-language answers, above its log. The provider runs as `parley
+//! of a conversation's natural-language answers and its turns, above its log. The provider runs as `parley
 //! serve` with every decision made by a scripted OpenAI-compatible server that reports usage.
 
 use std::path::Path;
@@ -175,6 +175,7 @@ async fn protocols_show_prints_the_agreement_s_cost_and_conversations_show_their
     );
     assert!(out.contains("answer: 2 model calls"), "{out}");
     assert!(out.contains("messages 2"), "{out}");
+    assert!(out.contains("turns    1 (messages from the peer)"), "{out}");
     assert!(
         out.contains("→") && out.contains("How much is product P12345?"),
         "{out}"

@@ -102,14 +102,15 @@ pub(super) async fn append_message(
     let now = now();
     let mut tx = store.write_tx().await?;
     // Bumping the counter first takes the row's write lock, so concurrent appends queue here and
-    // each gets the next number.
+    // each gets the next number; the peer's messages count its turns in the same statement.
     let seq = sqlx::query_scalar::<_, i64>(
-        "UPDATE conversations SET last_seq = last_seq + 1, updated_at = $2
+        "UPDATE conversations SET last_seq = last_seq + 1, turns = turns + $3, updated_at = $2
          WHERE id = $1
          RETURNING last_seq",
     )
     .bind(conversation_id)
     .bind(now)
+    .bind(i64::from(direction == Direction::Inbound))
     .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| StoreError::not_found(format!("conversation {conversation_id}")))?;
@@ -159,10 +160,30 @@ pub(super) async fn list_messages(
     .bind(page_limit(limit))
     .fetch_all(&store.pool)
     .await?;
-    // An empty page is ambiguous; conversations are never deleted (only their oldest messages
-    // are), so checking existence in a second statement cannot race with anything.
+    // An empty page is ambiguous: check that the conversation exists. One the idle sweep deleted
+    // between the two statements reads as not found, which it then is.
     if rows.is_empty() && get(store, conversation_id).await?.is_none() {
         return Err(StoreError::not_found(format!("conversation {conversation_id}")).into());
     }
     Ok(rows.into_iter().map(Into::into).collect())
+}
+
+/// Deletes up to `limit` conversations last active before `idle_since`, oldest first, with what
+/// hangs on them (`ON DELETE CASCADE`): their logs, model usage, negotiations and the
+/// negotiations' transcripts and model usage. Protocols, agreements, handlers and protocol usage
+/// belong to no conversation and stay.
+pub(super) async fn expire(
+    store: &SqlStore,
+    idle_since: DateTime<Utc>,
+    limit: u32,
+) -> Result<u64, SqlError> {
+    let done = sqlx::query(
+        "DELETE FROM conversations WHERE id IN (
+             SELECT id FROM conversations WHERE updated_at < $1 ORDER BY updated_at LIMIT $2)",
+    )
+    .bind(idle_since)
+    .bind(page_limit(limit))
+    .execute(&store.pool)
+    .await?;
+    Ok(done.rows_affected())
 }

@@ -7,9 +7,9 @@ use uuid::Uuid;
 use super::{Db, SqlStore};
 use crate::StoreError;
 use crate::error::{SqlError, duplicate, missing};
-use crate::model::{HandlerRecord, HandlerState, NewHandler};
-use crate::rows::{DbUuid, HandlerRow, Text, handler_columns};
-use crate::store::{now, sha256_hex};
+use crate::model::{HandlerRecord, HandlerState, NewHandler, Protocol};
+use crate::rows::{DbUuid, HandlerRow, ProtocolRow, Text, handler_columns};
+use crate::store::{now, page_limit, sha256_hex};
 
 pub(super) async fn insert_candidate(
     store: &SqlStore,
@@ -165,6 +165,24 @@ pub(super) async fn active(
     .fetch_optional(&store.pool)
     .await?;
     Ok(row.map(Into::into))
+}
+
+/// One query, on the index of active handlers; the protocol's own columns, by the join.
+pub(super) async fn active_protocols(
+    store: &SqlStore,
+    limit: u32,
+) -> Result<Vec<Protocol>, SqlError> {
+    let rows = sqlx::query_as::<_, ProtocolRow>(
+        "SELECT p.hash, p.text, p.created_at
+         FROM handlers h JOIN protocols p ON p.hash = h.protocol_hash
+         WHERE h.state = 'active'
+         ORDER BY h.activated_at, p.hash
+         LIMIT $1",
+    )
+    .bind(page_limit(limit))
+    .fetch_all(&store.pool)
+    .await?;
+    Ok(rows.into_iter().map(Into::into).collect())
 }
 
 /// Why a conditional update of handler `id` changed no row: the handler does not exist, or its

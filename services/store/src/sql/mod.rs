@@ -235,6 +235,20 @@ impl crate::Store for SqlStore {
         .await
     }
 
+    async fn expire_conversations(
+        &self,
+        idle_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        rules::past("idle cut-off", idle_since)?;
+        traced(
+            self,
+            span!("store.expire_conversations"),
+            conversations::expire(self, idle_since, limit),
+        )
+        .await
+    }
+
     // --- uploads -------------------------------------------------------------------------------
 
     async fn put_upload(
@@ -497,6 +511,15 @@ impl crate::Store for SqlStore {
             self,
             span!("store.active_handler"),
             handlers::active(self, hash),
+        )
+        .await
+    }
+
+    async fn active_protocols(&self, limit: u32) -> Result<Vec<Protocol>, StoreError> {
+        traced(
+            self,
+            span!("store.active_protocols"),
+            handlers::active_protocols(self, limit),
         )
         .await
     }

@@ -1,11 +1,13 @@
 //! The integration tests of `parley-store`, in one test binary: one story over every operation
 //! on SQLite and PostgreSQL (`story`), log retention, the uploads' size and interrupted
 //! negotiations (`bounded`), resolving abbreviated protocol hashes (`prefix`), model
-//! calls and tokens per owner (`model_usage`), the connect timeout (`connect_timeout`), and the
+//! calls and tokens per owner (`model_usage`), turns and idle expiry of conversations
+//! (`expiry`), the connect timeout (`connect_timeout`), and the
 //! spans the store emits (`spans`).
 
 mod bounded;
 mod connect_timeout;
+mod expiry;
 mod model_usage;
 mod prefix;
 mod spans;

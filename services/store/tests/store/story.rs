@@ -758,6 +758,11 @@ fn new_handler(hash: &str, source: &str) -> NewHandler {
 
 async fn handlers(store: &dyn Store, hash: &str) -> HandlerRecord {
     assert_eq!(store.active_handler(hash).await.expect("active"), None);
+    assert_eq!(
+        active_protocols(store).await,
+        Vec::<String>::new(),
+        "no protocol is served before a handler is active"
+    );
     let first = store
         .insert_handler_candidate(new_handler(hash, "function handle(r) { return 1; }"))
         .await
@@ -796,7 +801,19 @@ async fn handlers(store: &dyn Store, hash: &str) -> HandlerRecord {
 
     let report = json!({ "cases": 3, "passed": 3 });
     let first = verify_and_activate(store, hash, first, &mapping, &report).await;
-    failures_and_rollback(store, hash, first, &mapping, &report).await
+    assert_eq!(active_protocols(store).await, [hash]);
+    let active = failures_and_rollback(store, hash, first, &mapping, &report).await;
+    // A protocol with a retired handler and an active one is served once.
+    assert_eq!(active_protocols(store).await, [hash]);
+    let listed = store.active_protocols(1).await.expect("active protocols");
+    assert!(listed[0].text.contains("weather"), "{:?}", listed[0]);
+    active
+}
+
+/// The hashes of the protocols with an active handler.
+async fn active_protocols(store: &dyn Store) -> Vec<String> {
+    let listed = store.active_protocols(10).await.expect("active protocols");
+    listed.into_iter().map(|p| p.hash).collect()
 }
 
 /// A verified candidate takes its compiled form and becomes active. Returns it, active.

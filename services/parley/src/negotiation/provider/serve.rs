@@ -59,6 +59,15 @@ impl Provider {
         Ok(output)
     }
 
+    /// The protocols this agent serves (those with an active handler, in any instance on the
+    /// same database), at most `limit`, the earliest activated first.
+    pub async fn served_protocols(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<parley_store::Protocol>, ApiError> {
+        Ok(self.store.active_protocols(limit).await?)
+    }
+
     /// The active protocol of `hash`, from memory or loaded from the store.
     async fn active(&self, hash: &ProtocolHash) -> Result<ActiveProtocol, ApiError> {
         let loaded = self

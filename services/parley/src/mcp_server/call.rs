@@ -1,0 +1,96 @@
+//! Performing a tool call, and what its result or error becomes.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use parley_nlip::ErrorInfo;
+use rmcp::model::{CallToolResult, JsonObject};
+use serde_json::{Value, json};
+
+use super::tools::{ProtocolTool, Shape, Target, Tools};
+use crate::error::ApiError;
+
+/// Calls `target` with `arguments` for `peer`, within `timeout`. Every failure is a result with
+/// `isError: true` (see the module docs of `mcp_server`).
+pub(super) async fn perform(
+    tools: &Tools,
+    target: Target,
+    arguments: JsonObject,
+    peer: SocketAddr,
+    timeout: Duration,
+) -> CallToolResult {
+    let (kind, output, answer) = match target {
+        Target::Capability { name, output } => {
+            let invoked = tools
+                .agent
+                .capabilities()
+                .invoke(&name, Value::Object(arguments));
+            let answer = within(timeout, async {
+                invoked.await.map_err(|e| ErrorInfo {
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                    field: None,
+                })
+            });
+            ("capability", output, answer.await)
+        }
+        Target::Protocol(protocol) => {
+            let answer = within(timeout, serve(tools, &protocol, arguments, peer));
+            ("protocol", protocol.output, answer.await)
+        }
+    };
+    crate::metrics::mcp_tool_call(kind, if answer.is_ok() { "ok" } else { "error" });
+    match answer {
+        Ok(value) => CallToolResult::structured(shaped(output, value)),
+        Err(error) => CallToolResult::structured_error(json!({
+            "error": { "code": error.code, "message": error.message }
+        })),
+    }
+}
+
+/// One application message of the protocol, answered by its active handler as an NLIP one is.
+async fn serve(
+    tools: &Tools,
+    protocol: &ProtocolTool,
+    mut arguments: JsonObject,
+    peer: SocketAddr,
+) -> Result<Value, ErrorInfo> {
+    let request = match protocol.input {
+        Shape::Object => Value::Object(arguments),
+        Shape::Wrapped(field) => arguments.remove(field).ok_or_else(|| ErrorInfo {
+            code: "invalid_arguments".into(),
+            message: format!("this tool takes the protocol's request in the field `{field}`"),
+            field: Some(field.to_owned()),
+        })?,
+    };
+    let peer = peer.ip().to_string();
+    let answer = tools.agent.provider().application(
+        &protocol.hash,
+        &request,
+        &peer,
+        tokio::runtime::Handle::current(),
+    );
+    Box::pin(answer).await.map_err(|e| e.to_info())
+}
+
+/// `call` under the request timeout: one still running then is dropped, and is `timeout`.
+async fn within(
+    timeout: Duration,
+    call: impl Future<Output = Result<Value, ErrorInfo>>,
+) -> Result<Value, ErrorInfo> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            Err(ApiError::Timeout(ms).to_info())
+        }
+    }
+}
+
+/// The tool's structured content: the value, or the value in its wrapper's field.
+fn shaped(shape: Shape, value: Value) -> Value {
+    match shape {
+        Shape::Object => value,
+        Shape::Wrapped(field) => json!({ field: value }),
+    }
+}
