@@ -311,8 +311,9 @@ impl Bound {
                 upload_quota: settings.limits.max_upload_storage_bytes,
             },
         );
-        let mut state =
-            AppState::new(Arc::new(agent), settings.limits.clone(), readiness).with_ethics(&ethics);
+        let mut state = AppState::new(Arc::new(agent), settings.limits.clone(), readiness)
+            .with_ethics(&ethics)
+            .with_mcp(&settings.mcp);
         let tls_watch = server_tls.as_ref().map(crate::tls::ServerTls::watch);
         state.tls = server_tls;
         Ok(Bound {
