@@ -6,6 +6,7 @@
 //! | --- | --- |
 //! | [`protocol`] (+ private `markdown`) | protocol documents: sections, request/response schemas (compiled, validating), test cases and their fixtures ([`ProtocolDoc`], [`parse_test_cases`]) |
 //! | [`hash`] | [`ProtocolHash`], the SHA-256 of a protocol's exact text, which names it everywhere (0-RTT reuse) |
+//! | [`frame`] | the seed-002 frame: a header byte naming the protocol type, or bare JSON ([`Frame`]) |
 //! | [`messages`] | the seed-002 meta-protocol messages ([`MetaMessage`], [`MetaProtocolInfo`], [`MetaStatus`]) with the seed's JSON field names |
 //! | [`session`] | the provider's and requester's state machines ([`ProviderSession`], [`RequesterSession`]), returning [`Step`]s for the server's async driver |
 //! | [`verify`] | a protocol's test cases run through a [`HandlerRunner`] (the server's sandbox) and judged precisely ([`VerificationReport`]) |
@@ -25,6 +26,7 @@
 //! - Sessions are serializable, so a driver serving stateless HTTP keeps one between requests.
 
 pub mod fix;
+pub mod frame;
 pub mod hash;
 mod markdown;
 pub mod messages;
@@ -33,6 +35,7 @@ pub mod session;
 pub mod verify;
 
 pub use fix::{Correction, FixReview, review_fix};
+pub use frame::{Frame, FrameError, ProtocolType};
 pub use hash::{HashParseError, ProtocolHash};
 pub use messages::{MessageError, MetaMessage, MetaProtocolInfo, MetaStatus};
 pub use protocol::{
