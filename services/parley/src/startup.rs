@@ -203,6 +203,61 @@ pub(crate) fn redacted(url: &str) -> String {
     }
 }
 
+/// The server's TLS configuration when `[tls]` names a certificate, loaded and checked now.
+fn load_server_tls(
+    settings: &Settings,
+) -> Result<Option<Arc<crate::tls::ServerTls>>, StartupError> {
+    if !settings.tls.enabled() {
+        return Ok(None);
+    }
+    let tls = crate::tls::ServerTls::load(&settings.tls).map_err(|e| ConfigError::Invalid {
+        setting: e.setting(),
+        message: e.to_string(),
+    })?;
+    Ok(Some(Arc::new(tls)))
+}
+
+/// The sandbox, its compiled handlers cached next to the data (so a restart reloads them in
+/// milliseconds) unless `[sandbox] cache_dir` says otherwise.
+fn build_sandbox(settings: &Settings) -> Result<Arc<parley_sandbox::Sandbox>, StartupError> {
+    let mut config = settings.sandbox.clone();
+    config
+        .cache_dir
+        .get_or_insert_with(|| settings.data_dir.join("sandbox-cache"));
+    Ok(Arc::new(
+        parley_sandbox::Sandbox::new(config).map_err(StartupError::Sandbox)?,
+    ))
+}
+
+/// What readiness waits for beyond the database, with the background work that reports it:
+/// the sandbox's warm-up and the model end-point's probe.
+fn start_readiness_checks(
+    settings: &Settings,
+    sandbox: Arc<parley_sandbox::Sandbox>,
+) -> Arc<Readiness> {
+    let readiness = Arc::new(Readiness::new(
+        if settings.sandbox.warm_up {
+            Sandbox::Warming
+        } else {
+            Sandbox::Off
+        },
+        match settings.reasoner {
+            ReasonerKind::Builtin => ModelEndpoint::None,
+            ReasonerKind::Openai => ModelEndpoint::Probing,
+        },
+    ));
+    if settings.sandbox.warm_up {
+        spawn_warm_up(sandbox, readiness.clone());
+    }
+    if settings.reasoner == ReasonerKind::Openai {
+        let (openai, readiness) = (settings.openai.clone(), readiness.clone());
+        tokio::spawn(async move {
+            readiness.set_model(model_endpoint::probe(&openai).await);
+        });
+    }
+    readiness
+}
+
 /// A server whose listeners are bound and whose state is built, ready to run.
 #[derive(Debug)]
 pub struct Bound {
@@ -238,28 +293,14 @@ impl Bound {
         settings.validate()?;
         let ethics = settings.ethics()?;
         check_agent_protocols(&capabilities)?;
-        let server_tls = match settings.tls.enabled() {
-            true => Some(Arc::new(
-                crate::tls::ServerTls::load(&settings.tls).map_err(|e| ConfigError::Invalid {
-                    setting: e.setting(),
-                    message: e.to_string(),
-                })?,
-            )),
-            false => None,
-        };
+        let server_tls = load_server_tls(settings)?;
         let listen_on = settings.listen.resolve("listen").await?;
         let upload_on = settings.upload_listen.resolve("upload_listen").await?;
         let reasoner = build_reasoner(settings, capabilities.clone())?;
         let store = open_store(settings).await?;
         connect_agents(settings, &capabilities, &store)?;
         crate::metrics::install();
-        let mut sandbox_config = settings.sandbox.clone();
-        // Compiled handlers are cached next to the data, so a restart reloads in milliseconds.
-        sandbox_config
-            .cache_dir
-            .get_or_insert_with(|| settings.data_dir.join("sandbox-cache"));
-        let sandbox =
-            Arc::new(parley_sandbox::Sandbox::new(sandbox_config).map_err(StartupError::Sandbox)?);
+        let sandbox = build_sandbox(settings)?;
         let protocol_reasoner = build_protocol_reasoner(settings)?;
         let provider = Arc::new(Provider::new(
             store.clone(),
@@ -271,26 +312,7 @@ impl Bound {
         ));
         let (listener, addr) = listen(&listen_on).await?;
         let (upload_listener, upload_addr) = listen(&upload_on).await?;
-        let readiness = Arc::new(Readiness::new(
-            if settings.sandbox.warm_up {
-                Sandbox::Warming
-            } else {
-                Sandbox::Off
-            },
-            match settings.reasoner {
-                ReasonerKind::Builtin => ModelEndpoint::None,
-                ReasonerKind::Openai => ModelEndpoint::Probing,
-            },
-        ));
-        if settings.sandbox.warm_up {
-            spawn_warm_up(sandbox, readiness.clone());
-        }
-        if settings.reasoner == ReasonerKind::Openai {
-            let (openai, readiness) = (settings.openai.clone(), readiness.clone());
-            tokio::spawn(async move {
-                readiness.set_model(model_endpoint::probe(&openai).await);
-            });
-        }
+        let readiness = start_readiness_checks(settings, sandbox);
         let upload_base = settings.upload_base_url(upload_addr);
         if settings.upload_public_url.is_none() && upload_addr.ip().is_unspecified() {
             tracing::warn!(
