@@ -234,6 +234,8 @@ async fn through_protocol(
 ) -> Result<Vec<Duration>> {
     let mut settings = test_settings(&dir.join(format!("provider-{name}")));
     settings.capabilities = Some(capabilities.to_owned());
+    // Every call comes from this one address, faster than a peer's default rate.
+    parley_tests::lift_per_address_limits(&mut settings.limits);
     let provider = TestApp::spawn(&settings).await;
     let store = parley_store::connect(
         &format!("sqlite://{}/requester-{name}.db?mode=rwc", dir.display()),
