@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 use parley::config::ReasonerKind;
-use parley_nlip::{ErrorInfo, Format, Message, Submessage};
+use parley_nlip::{Format, Message, Submessage};
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
 use parley_store::{Direction, NegotiationStatus};
 use parley_tests::{TestApp, test_settings};
@@ -20,43 +20,14 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::support::MODEL;
+use crate::support::{MODEL, post_coded, until_ready_is};
 
 /// Long enough for anything that is not stuck; the tests assert what happens, not how fast.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// POSTs an NLIP message; the status, the reply and its error code (empty on success).
 async fn post(app: &TestApp, message: &Message) -> (u16, Value, String) {
-    let reply = reqwest::Client::new()
-        .post(app.url())
-        .json(&parley_nlip::to_json_value(message))
-        .send()
-        .await
-        .expect("a reply");
-    let status = reply.status().as_u16();
-    let body: Value = reply.json().await.expect("JSON");
-    let message = parley_nlip::from_json_value(&body).expect("an NLIP message");
-    let code = ErrorInfo::from_message(&message)
-        .map(|e| e.code)
-        .unwrap_or_default();
-    (status, body, code)
-}
-
-/// Polls `/health/ready` until it answers `status`.
-async fn until_ready_is(app: &TestApp, status: u16) {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            let reply = reqwest::get(app.http("/health/ready"))
-                .await
-                .expect("a reply");
-            if reply.status().as_u16() == status {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("/health/ready did not answer {status}"));
+    post_coded(app, &parley_nlip::to_json_value(message)).await
 }
 
 /// A TCP forwarder to `upstream` that can be cut (every forwarded connection dropped, new

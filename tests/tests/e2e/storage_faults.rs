@@ -11,14 +11,13 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use parley::negotiation::requester::Outcome;
-use parley_nlip::{ErrorInfo, Format, Message, Submessage};
+use parley_nlip::{Format, Message, Submessage};
 use parley_tests::{TestApp, test_settings};
 use serde_json::Value;
 
-use crate::support::{new_requester, product_protocol};
+use crate::support::{new_requester, post_coded, product_protocol, until_ready_is};
 
 /// A message in a conversation (so it is stored), with `bytes` of text.
 fn logged(bytes: usize) -> Value {
@@ -28,18 +27,7 @@ fn logged(bytes: usize) -> Value {
 }
 
 async fn post(app: &TestApp, body: &Value) -> (u16, String) {
-    let reply = reqwest::Client::new()
-        .post(app.url())
-        .json(body)
-        .send()
-        .await
-        .expect("a reply");
-    let status = reply.status().as_u16();
-    let body: Value = reply.json().await.expect("JSON");
-    let message = parley_nlip::from_json_value(&body).expect("an NLIP message");
-    let code = ErrorInfo::from_message(&message)
-        .map(|e| e.code)
-        .unwrap_or_default();
+    let (status, _, code) = post_coded(app, body).await;
     (status, code)
 }
 
@@ -49,21 +37,6 @@ async fn ready(app: &TestApp) -> (u16, Value) {
         .expect("a reply");
     let status = reply.status().as_u16();
     (status, reply.json().await.expect("JSON"))
-}
-
-/// Polls `/health/ready` until it answers `status` (at most 20 s).
-async fn until_ready_is(app: &TestApp, status: u16) -> Value {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let (now, body) = ready(app).await;
-            if now == status {
-                return body;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("/health/ready did not answer {status}"))
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! What the modules share: the lock on the process's model counters, the example product
-//! protocol, a request for it, a requester with a store of its own, and connections from a
-//! second loopback address.
+//! protocol, a request for it, a requester with a store of its own, connections from a
+//! second loopback address, a POST that reads the reply's error code, and waiting for readiness.
 
 use std::path::Path;
 
@@ -53,4 +53,32 @@ pub fn client_from(from: std::net::IpAddr) -> reqwest::Client {
         .local_address(from)
         .build()
         .expect("client")
+}
+
+/// POSTs `body` to the app's NLIP end-point: the status, the reply and its NLIP error code
+/// (empty on success).
+pub async fn post_coded(app: &parley_tests::TestApp, body: &Value) -> (u16, Value, String) {
+    let (status, reply) = parley_tests::post_json(&app.url(), body).await;
+    let message = parley_nlip::from_json_value(&reply).expect("an NLIP message");
+    let code = parley_nlip::ErrorInfo::from_message(&message)
+        .map(|e| e.code)
+        .unwrap_or_default();
+    (status, reply, code)
+}
+
+/// Polls `/health/ready` until it answers `status` (at most 30 s); the body it answered.
+pub async fn until_ready_is(app: &parley_tests::TestApp, status: u16) -> Value {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let reply = reqwest::get(app.http("/health/ready"))
+                .await
+                .expect("a reply");
+            if reply.status().as_u16() == status {
+                return reply.json().await.expect("JSON");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("/health/ready did not answer {status}"))
 }
