@@ -11,8 +11,8 @@
 //! A conversation belongs to the peer that created it, known by its address
 //! ([`PeerAddress`](crate::peer::PeerAddress)): another address presenting its token gets
 //! `unknown_conversation`, and the same peer token from another address names another
-//! conversation. An authentication scheme, where one applies, replaces the address as the
-//! identity a conversation is bound to.
+//! conversation. The address is the only identity consulted: a verified client certificate's
+//! name (`PeerIdentity`) travels with the request but binds nothing yet.
 
 use std::sync::Arc;
 

@@ -94,6 +94,14 @@ impl ApiError {
         ApiError::Internal(e.into())
     }
 
+    /// A capability call that failed, with the capability's stable code.
+    pub fn capability(e: &parley_capabilities::CapabilityError) -> Self {
+        ApiError::Capability {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        }
+    }
+
     /// A rule the peer broke in the meta-protocol.
     pub fn negotiation(e: &parley_anp::NegotiationError) -> Self {
         ApiError::Negotiation {

@@ -118,7 +118,8 @@ pub struct Conversation {
     pub state: Value,
     /// Optimistic-concurrency version of `state`; pass it back to `update_conversation_state`.
     pub version: i64,
-    /// Number of messages in the log, which is also the sequence number of the newest one.
+    /// How many messages were ever appended to the log: the sequence number of the newest one.
+    /// The log itself may hold fewer, when its oldest were trimmed.
     pub message_count: i64,
     /// How many messages the peer sent: one turn per inbound message appended to the log
     /// (still counted after the log's oldest messages were trimmed).

@@ -20,10 +20,7 @@ pub(super) fn tool_reply(
     let result = result.map_err(|e| {
         crate::metrics::tool_call(e.code());
         log_capability_failure(&e);
-        ApiError::Capability {
-            code: e.code().to_owned(),
-            message: e.to_string(),
-        }
+        ApiError::capability(&e)
     })?;
     crate::metrics::tool_call("ok");
     Ok(

@@ -21,16 +21,12 @@ pub(super) async fn perform(
 ) -> CallToolResult {
     let (kind, output, answer) = match target {
         Target::Capability { name, output } => {
-            let invoked = tools
-                .agent
-                .capabilities()
-                .invoke(&name, Value::Object(arguments));
+            let capabilities = tools.agent.capabilities();
             let answer = within(timeout, async {
-                invoked.await.map_err(|e| ErrorInfo {
-                    code: e.code().to_owned(),
-                    message: e.to_string(),
-                    field: None,
-                })
+                capabilities
+                    .invoke(&name, Value::Object(arguments))
+                    .await
+                    .map_err(|e| ApiError::capability(&e).to_info())
             });
             ("capability", output, answer.await)
         }
@@ -57,10 +53,12 @@ async fn serve(
 ) -> Result<Value, ErrorInfo> {
     let request = match protocol.input {
         Shape::Object => Value::Object(arguments),
-        Shape::Wrapped(field) => arguments.remove(field).ok_or_else(|| ErrorInfo {
-            code: "invalid_arguments".into(),
-            message: format!("this tool takes the protocol's request in the field `{field}`"),
-            field: Some(field.to_owned()),
+        Shape::Wrapped(field) => arguments.remove(field).ok_or_else(|| {
+            ErrorInfo::new(
+                "invalid_arguments",
+                format!("this tool takes the protocol's request in the field `{field}`"),
+            )
+            .with_field(field)
         })?,
     };
     let peer = peer.ip().to_string();

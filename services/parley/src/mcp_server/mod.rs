@@ -32,8 +32,8 @@
 //!   stable code of the path it took; a name that is no tool is the JSON-RPC error MCP defines
 //!   for it (invalid params, "unknown tool").
 //! - **Identity.** Calls are made as the peer's address (`crate::peer`), as NLIP messages
-//!   are. Where a credential scheme resolves a peer identity (see ARCHITECTURE.md), it is checked
-//!   in [`ParleyMcp::call_tool`] before the call, from the HTTP request's parts.
+//!   are; no credential is checked. The place for that check is [`ParleyMcp::call_tool`],
+//!   before the call, from the HTTP request's parts (see ARCHITECTURE.md).
 
 mod call;
 mod tools;
@@ -125,9 +125,7 @@ impl rmcp::ServerHandler for ParleyMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // The caller, as far as the server can tell without credentials; a credential scheme
-        // resolves the identity here, from the same request parts, and refuses the call when
-        // that identity may not make it.
+        // The caller, known by its address: no credential is checked here yet.
         let peer = peer_of(&context).ok_or_else(|| {
             ErrorData::internal_error("the request reached /mcp without its peer address", None)
         })?;
