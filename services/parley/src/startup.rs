@@ -281,7 +281,7 @@ impl Bound {
     pub async fn new(settings: &Settings) -> Result<Bound, StartupError> {
         settings.validate()?;
         let capabilities = load_capabilities(settings.capabilities.as_deref()).await?;
-        Bound::with_capabilities(settings, capabilities).await
+        Bound::build(settings, capabilities).await
     }
 
     /// [`Bound::new`] with capabilities the caller loaded (a test resolves a file's `${VAR}`
@@ -291,6 +291,14 @@ impl Bound {
         capabilities: Arc<Capabilities>,
     ) -> Result<Bound, StartupError> {
         settings.validate()?;
+        Bound::build(settings, capabilities).await
+    }
+
+    /// [`Bound::new`]'s work once the settings are validated and the capabilities loaded.
+    async fn build(
+        settings: &Settings,
+        capabilities: Arc<Capabilities>,
+    ) -> Result<Bound, StartupError> {
         let ethics = settings.ethics()?;
         check_agent_protocols(&capabilities)?;
         let server_tls = load_server_tls(settings)?;

@@ -107,7 +107,8 @@ fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'stat
     })
 }
 
-/// A certificate chain and its key, or [`TlsError::KeyMismatch`] naming both files.
+/// What rustls's error on a certificate and its key becomes: [`TlsError::KeyMismatch`] naming
+/// both files when the key is not the certificate's, otherwise [`TlsError::Rustls`].
 fn key_error(
     setting: &'static str,
     what: &'static str,

@@ -32,7 +32,7 @@
 //!   stable code of the path it took; a name that is no tool is the JSON-RPC error MCP defines
 //!   for it (invalid params, "unknown tool").
 //! - **Identity.** Calls are made as the peer's address (`crate::peer`), as NLIP messages
-//!   are; no credential is checked. The place for that check is [`ParleyMcp::call_tool`],
+//!   are; no credential is checked. The place for that check is `ParleyMcp::call_tool`,
 //!   before the call, from the HTTP request's parts (see ARCHITECTURE.md).
 
 mod call;

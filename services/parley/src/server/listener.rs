@@ -321,11 +321,12 @@ struct Shared {
     hot_path: HotPath,
 }
 
-/// The hyper service of one NLIP connection. `POST /nlip` (the hot path: every NLIP message
-/// over HTTP) is answered here directly, with the peer address the connection was accepted
+/// The hyper service of one connection of either listener. On the NLIP listener, `POST /nlip`
+/// (the hot path: every NLIP message over HTTP) is answered here directly, with the peer address the connection was accepted
 /// with, a body read without boxing and a reply body that is not boxed either; axum's routing,
 /// extension map and extractors would roughly double the per-request work of a small message.
-/// Everything else goes to the [`app`] router, with the peer address as [`ConnectInfo`].
+/// Everything else goes to the listener's router (`app` or `upload_app`), with the peer
+/// address as [`ConnectInfo`].
 /// A request on a connection whose client certificate named its peer carries that
 /// [`PeerIdentity`] in its extensions, on either path.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! certificates (rustls-platform-verifier, as reqwest uses them) plus a private deployment's CA
 //! (`--ca-cert`), and a client certificate for peers that ask for mutual TLS.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::ClientConfig;
 use rustls_platform_verifier::Verifier;
@@ -15,7 +15,7 @@ use crate::config::tls::ClientTlsSettings;
 /// platform's roots and presents no certificate.
 #[derive(Debug, Clone, Default)]
 pub struct ClientTls {
-    /// `None`: the default, built when a connection needs it.
+    /// `None`: the default, built when a connection first needs it.
     configs: Option<Arc<Configs>>,
 }
 
@@ -41,12 +41,19 @@ impl ClientTls {
         })
     }
 
-    /// The configurations, built with the defaults when none were given.
+    /// The configurations; without settings, the defaults, built once per process on first
+    /// use (reading the platform's root store is not a per-connection cost). A failure to
+    /// build them is returned, and tried again on the next connection.
     pub(crate) fn configs(&self) -> Result<Arc<Configs>, TlsError> {
-        match &self.configs {
-            Some(configs) => Ok(Arc::clone(configs)),
-            None => build(&ClientTlsSettings::default()).map(Arc::new),
+        static DEFAULT: OnceLock<Arc<Configs>> = OnceLock::new();
+        if let Some(configs) = &self.configs {
+            return Ok(Arc::clone(configs));
         }
+        if let Some(configs) = DEFAULT.get() {
+            return Ok(Arc::clone(configs));
+        }
+        let built = Arc::new(build(&ClientTlsSettings::default())?);
+        Ok(Arc::clone(DEFAULT.get_or_init(|| built)))
     }
 }
 
