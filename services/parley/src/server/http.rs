@@ -87,6 +87,19 @@ pub(super) fn error_response(
     response
 }
 
+/// [`read_body`] within `ms` milliseconds: a peer that sends its body slowly, or stops half-way,
+/// holds what it was admitted with only that long (`slow_body`). A body already received, the
+/// usual case, is read without arming a timer.
+pub(super) async fn read_body_within<B>(body: B, limit: usize, ms: u64) -> Result<Bytes, ApiError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display,
+{
+    tokio::time::timeout(Duration::from_millis(ms), read_body(body, limit))
+        .await
+        .unwrap_or(Err(ApiError::SlowBody(ms)))
+}
+
 /// Reads a body of at most `limit` bytes; a longer one is a 413 in NLIP form. A body that
 /// declares a larger length is refused before any of it is read. A small message arrives in
 /// one frame, which is kept as it came; only a body in several frames is copied together.
@@ -163,19 +176,13 @@ where
             Err(e) => return error_response(encoding, e),
         };
         let _permit = state.permits.acquire().await.ok();
-        // The body must arrive within the request timeout: a peer that sends it slowly, or stops
-        // half-way, holds a concurrency permit only that long. (A body already received, the
-        // usual case, is read without arming a timer.)
-        let ms = state.limits.request_timeout_ms;
-        let body = tokio::time::timeout(
-            Duration::from_millis(ms),
-            read_body(body, state.limits.max_message_bytes),
+        // The body must arrive within the request timeout.
+        let body = read_body_within(
+            body,
+            state.limits.max_message_bytes,
+            state.limits.request_timeout_ms,
         );
-        let request = match body
-            .await
-            .unwrap_or(Err(ApiError::SlowBody(ms)))
-            .and_then(|b| encoding.decode(&b))
-        {
+        let request = match body.await.and_then(|b| encoding.decode(&b)) {
             Ok(m) => m,
             Err(e) => return error_response(encoding, e),
         };

@@ -14,9 +14,8 @@ use axum::response::{IntoResponse as _, Response};
 use axum::routing::{MethodRouter, any};
 
 use super::AppState;
-use super::http::{Encoding, error_response, read_body};
+use super::http::{Encoding, error_response, read_body_within};
 use crate::config::McpSettings;
-use crate::error::ApiError;
 use crate::mcp_server::{self, McpService};
 
 /// The route of `/mcp` (every method: rmcp answers the ones Streamable HTTP does not use).
@@ -48,12 +47,12 @@ async fn admitted(
     // `acquire` only fails on a closed semaphore, and nothing closes this one.
     let _permit = state.permits.acquire().await.ok();
     let (parts, body) = request.into_parts();
-    let ms = state.limits.request_timeout_ms;
-    let body = tokio::time::timeout(
-        Duration::from_millis(ms),
-        read_body(body, state.limits.max_message_bytes),
+    let body = read_body_within(
+        body,
+        state.limits.max_message_bytes,
+        state.limits.request_timeout_ms,
     );
-    let body = match body.await.unwrap_or(Err(ApiError::SlowBody(ms))) {
+    let body = match body.await {
         Ok(body) => body,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };

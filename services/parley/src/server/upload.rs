@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::AppState;
-use super::http::{Encoding, error_response, method_not_allowed, not_found, read_body};
+use super::http::{Encoding, error_response, method_not_allowed, not_found, read_body_within};
 use crate::error::ApiError;
 
 /// The upload listener's routes (ECMA-431: a different port).
@@ -45,12 +45,12 @@ async fn post_upload(
         Ok(slot) => slot,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };
-    let ms = state.limits.upload_timeout_ms;
-    let body = tokio::time::timeout(
-        std::time::Duration::from_millis(ms),
-        read_body(body, state.limits.max_upload_bytes),
+    let body = read_body_within(
+        body,
+        state.limits.max_upload_bytes,
+        state.limits.upload_timeout_ms,
     );
-    let bytes = match body.await.unwrap_or(Err(ApiError::SlowBody(ms))) {
+    let bytes = match body.await {
         Ok(b) => b,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };
