@@ -26,10 +26,10 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
-use super::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 use crate::client::ClientError;
 use crate::negotiation::requester::{MetaChannel, RequesterError};
 use crate::tls::ClientTls;
+use parley_anp::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 
 /// The requester's time limits on a seed-002 connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,15 +8,15 @@
 //! any number of frames at any time, and application messages name no protocol (the one agreed
 //! on the connection applies).
 //!
-//! - [`frame`]: the header byte, and bare JSON (`{` first) read as an application frame.
+//! - The frame itself (the header byte, and bare JSON, `{` first, read as an application frame)
+//!   is `parley_anp::frame`: pure, so it is fuzzed without this crate's runtime.
 //! - [`serve`]: the provider's side of one connection ([`Connection`]); its route is
 //!   `server::anp`.
 //! - [`link`]: the requester's side ([`AnpLink`], a [`MetaChannel`](super::requester::MetaChannel)).
 
-pub mod frame;
 pub mod link;
 pub mod serve;
 
-pub use frame::{Frame, FrameError, ProtocolType};
 pub use link::{AnpLink, AnpOptions, endpoint};
+pub use parley_anp::frame::{Frame, FrameError, ProtocolType};
 pub use serve::Connection;

@@ -25,9 +25,9 @@ use parley_anp::ProtocolHash;
 use parley_nlip::{ErrorInfo, Message};
 use serde_json::{Value, json};
 
-use super::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 use crate::agent::Agent;
 use crate::error::ApiError;
+use parley_anp::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 
 /// One connection's state on the provider's side.
 #[derive(Debug)]
