@@ -107,6 +107,18 @@ fn private_key(setting: &'static str, path: &Path) -> Result<PrivateKeyDer<'stat
     })
 }
 
+/// What a rustls error on `what` (read for `setting`) becomes.
+fn rustls_error(
+    setting: &'static str,
+    what: &'static str,
+) -> impl FnOnce(rustls::Error) -> TlsError {
+    move |source| TlsError::Rustls {
+        setting,
+        what,
+        source,
+    }
+}
+
 /// What rustls's error on a certificate and its key becomes: [`TlsError::KeyMismatch`] naming
 /// both files when the key is not the certificate's, otherwise [`TlsError::Rustls`].
 fn key_error(
@@ -121,10 +133,6 @@ fn key_error(
             cert: cert.to_owned(),
             key: key.to_owned(),
         },
-        source => TlsError::Rustls {
-            setting,
-            what,
-            source,
-        },
+        source => rustls_error(setting, what)(source),
     }
 }

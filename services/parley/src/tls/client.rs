@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use rustls::ClientConfig;
 use rustls_platform_verifier::Verifier;
 
-use super::{TlsError, certificates, key_error, private_key, provider};
+use super::{TlsError, certificates, key_error, private_key, provider, rustls_error};
 use crate::config::tls::ClientTlsSettings;
 
 /// The client's TLS configurations: one for HTTP (ALPN `h2` and `http/1.1`), one for
@@ -62,13 +62,6 @@ fn build(settings: &ClientTlsSettings) -> Result<Configs, TlsError> {
     let extra = match &settings.ca_cert {
         Some(path) => certificates("tls.client.ca_cert", path)?,
         None => Vec::new(),
-    };
-    let rustls_error = |setting, what| {
-        move |source| TlsError::Rustls {
-            setting,
-            what,
-            source,
-        }
     };
     let verifier = Verifier::new_with_extra_roots(extra, provider.clone()).map_err(
         rustls_error("tls.client.ca_cert", "the trusted certificates"),

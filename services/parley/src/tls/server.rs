@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-use super::{TlsError, certificates, key_error, private_key, provider};
+use super::{TlsError, certificates, key_error, private_key, provider, rustls_error};
 use crate::config::tls::{ClientAuth, TlsSettings, TlsVersion};
 
 /// The TLS configuration of the listeners, and the files it was loaded from.
@@ -153,13 +153,6 @@ fn build(settings: &TlsSettings) -> Result<ServerConfig, TlsError> {
     let versions: &[&rustls::SupportedProtocolVersion] = match settings.min_version {
         TlsVersion::V1_3 => &[&rustls::version::TLS13],
         TlsVersion::V1_2 => &[&rustls::version::TLS13, &rustls::version::TLS12],
-    };
-    let rustls_error = |setting, what| {
-        move |source| TlsError::Rustls {
-            setting,
-            what,
-            source,
-        }
     };
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)
