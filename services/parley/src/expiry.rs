@@ -27,11 +27,9 @@ pub fn spawn_sweep(
     if idle.is_zero() {
         return None;
     }
-    Some(tokio::spawn(async move {
-        let mut every = tokio::time::interval(period);
-        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            every.tick().await;
+    Some(crate::periodic::spawn_every(period, move || {
+        let store = store.clone();
+        async move {
             match sweep(store.as_ref(), idle).await {
                 Ok(0) => {}
                 Ok(n) => {

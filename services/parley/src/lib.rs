@@ -63,6 +63,7 @@ pub mod model_endpoint;
 mod model_usage;
 pub mod negotiation;
 pub mod peer;
+mod periodic;
 pub mod router;
 pub mod server;
 pub mod startup;

@@ -103,17 +103,15 @@ impl Provider {
         period: Duration,
     ) -> tokio::task::JoinHandle<()> {
         let store = self.store.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(period);
-            loop {
-                every.tick().await;
-                let Ok(limit) = chrono::Duration::from_std(turn_limit) else {
+        // A limit too long for a timestamp: no turn is that old, and the sweep finds nothing.
+        let limit = chrono::Duration::from_std(turn_limit).unwrap_or(chrono::TimeDelta::MAX);
+        crate::periodic::spawn_every(period, move || {
+            let store = store.clone();
+            async move {
+                let Some(before) = chrono::Utc::now().checked_sub_signed(limit) else {
                     return;
                 };
-                match store
-                    .fail_interrupted_negotiations(chrono::Utc::now() - limit)
-                    .await
-                {
+                match store.fail_interrupted_negotiations(before).await {
                     Ok(0) => {}
                     Ok(n) => tracing::warn!(
                         negotiations = n,
