@@ -67,9 +67,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `"sqlite"` or `"postgres"`, for logs and health output.
     fn backend_name(&self) -> &'static str;
 
-    /// Round-trips a trivial query: the database is reachable and answering.
-    async fn ping(&self) -> Result<(), StoreError>;
-
     /// Writes one row of its own in a write transaction: the database takes writes now (its disk
     /// is not full, it is not read-only, its file is the one opened). What readiness checks.
     async fn check_writable(&self) -> Result<(), StoreError>;

@@ -126,14 +126,6 @@ impl crate::Store for SqlStore {
         BACKEND_NAME
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        traced(self, span!("store.ping"), async {
-            sqlx::query("SELECT 1").execute(&self.pool).await?;
-            Ok(())
-        })
-        .await
-    }
-
     async fn check_writable(&self) -> Result<(), StoreError> {
         traced(self, span!("store.check_writable"), async {
             let mut tx = self.write_tx().await?;
