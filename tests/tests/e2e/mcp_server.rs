@@ -121,12 +121,12 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
     assert_eq!(missing["structuredContent"], json!({"result": null}));
 
     // Capability errors are tool results with isError, their code and message.
-    let (bad, _) = call(&report, 2);
+    // Their JSON is the text block only: `structuredContent` would have to match the output
+    // schema.
+    let (bad, text) = call(&report, 2);
     assert_eq!(bad["isError"], true, "{bad}");
-    assert_eq!(
-        bad["structuredContent"]["error"]["code"],
-        "invalid_arguments"
-    );
+    assert_eq!(text["error"]["code"], "invalid_arguments", "{text}");
+    assert!(bad.get("structuredContent").is_none(), "{bad}");
     let (not_found, text) = call(&report, 3);
     assert_eq!(not_found["isError"], true, "{not_found}");
     assert_eq!(text["error"]["code"], "not_found", "{text}");
@@ -180,12 +180,9 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
         "High-performance Laptop"
     );
     // A request the protocol's schema refuses is refused as an NLIP message would be.
-    let (refused, _) = call(&report, 1);
+    let (refused, text) = call(&report, 1);
     assert_eq!(refused["isError"], true, "{refused}");
-    assert_eq!(
-        refused["structuredContent"]["error"]["code"],
-        "invalid_request"
-    );
+    assert_eq!(text["error"]["code"], "invalid_request", "{text}");
 
     let metrics = reqwest::get(app.http("/metrics"))
         .await
@@ -204,6 +201,18 @@ async fn the_python_mcp_sdk_lists_and_calls_capabilities_and_negotiated_protocol
 /// `args` after the server's URL; returns the answer it prints (`--format json`: the JSON-RPC
 /// result in `result`). Its catalogue and client config go to `home`, not the user's.
 async fn inspector(app: &TestApp, home: &Path, args: &[&str]) -> Value {
+    let (output, printed) = run_inspector(app, home, args).await;
+    assert!(
+        output.status.success(),
+        "the Inspector failed ({}):\n{printed}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    printed["result"].clone()
+}
+
+/// Runs the Inspector's CLI; its exit status and the first JSON document it printed.
+async fn run_inspector(app: &TestApp, home: &Path, args: &[&str]) -> (std::process::Output, Value) {
     let cli = repo_root().join(
         "tests/mcp/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
     );
@@ -228,15 +237,15 @@ async fn inspector(app: &TestApp, home: &Path, args: &[&str]) -> Value {
         .await
         .expect("the Inspector finished within 120 s")
         .expect("node runs the Inspector");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the Inspector failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let printed: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    printed["result"].clone()
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let first = serde_json::Deserializer::from_str(&stdout)
+        .into_iter::<Value>()
+        .next();
+    let printed = match first {
+        Some(Ok(printed)) => printed,
+        _ => panic!("no JSON from the Inspector ({}): {stdout}", output.status),
+    };
+    (output, printed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,6 +287,30 @@ async fn the_mcp_inspector_cli_lists_and_calls_parley_tools() {
         called["structuredContent"]["result"]["productName"], "Wireless Ergonomic Mouse",
         "{called}"
     );
+    // A call the capability refuses is an error result the Inspector takes (it checks any
+    // `structuredContent` against the tool's output schema, errors included), prints, and
+    // reports in its exit status.
+    let (output, printed) = run_inspector(
+        &app,
+        home.path(),
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "getProductInfo",
+            "--tool-arg",
+            "productId=NOPE",
+        ],
+    )
+    .await;
+    assert!(!output.status.success(), "{printed}");
+    let refused = &printed["result"];
+    assert_eq!(refused["isError"], true, "{printed}");
+    let text = refused["content"][0]["text"]
+        .as_str()
+        .expect("a text block");
+    let error: Value = serde_json::from_str(text).expect("the error as JSON");
+    assert_eq!(error["error"]["code"], "invalid_arguments", "{refused}");
     app.stop().await;
 }
 

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use parley_nlip::ErrorInfo;
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde_json::{Value, json};
 
 use super::tools::{ProtocolTool, Shape, Target, Tools};
@@ -38,9 +38,11 @@ pub(super) async fn perform(
     crate::metrics::mcp_tool_call(kind, if answer.is_ok() { "ok" } else { "error" });
     match answer {
         Ok(value) => CallToolResult::structured(shaped(output, value)),
-        Err(error) => CallToolResult::structured_error(json!({
-            "error": { "code": error.code, "message": error.message }
-        })),
+        // As text only: a result's `structuredContent` must match the tool's output schema,
+        // which an error does not, and clients check that even when `isError` is set.
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(
+            json!({"error": { "code": error.code, "message": error.message }}).to_string(),
+        )]),
     }
 }
 

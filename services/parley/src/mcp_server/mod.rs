@@ -28,7 +28,7 @@
 //!   not `"type": "object"` (a capability that may answer `null`) is wrapped: the tool's output
 //!   is `{"result": …}` (input: `{"request": …}`), and the value travels in that field.
 //! - **Errors.** A call that fails (bad arguments, a capability or handler error, a timeout) is
-//!   a tool result with `isError: true` whose content is `{"error": {"code", "message"}}`, the
+//!   a tool result with `isError: true` whose text content is `{"error": {"code", "message"}}`, the
 //!   stable code of the path it took; a name that is no tool is the JSON-RPC error MCP defines
 //!   for it (invalid params, "unknown tool").
 //! - **Identity.** Calls are made as the peer's address (`crate::peer`), as NLIP messages

@@ -60,7 +60,10 @@ async fn a_dropped_postgres_guard_drops_its_database() {
     let name = database.name().to_owned();
     // Leave a pool open on purpose: dropping must not wait for the test to close it.
     let store = connect(&url, options()).await.expect("connect");
-    store.check_writable().await.expect("the database takes writes");
+    store
+        .check_writable()
+        .await
+        .expect("the database takes writes");
     drop(database);
     let admin_url = std::env::var(parley_store::testing::PG_URL_ENV)
         .unwrap_or_else(|_| parley_store::testing::DEFAULT_PG_URL.to_owned());
@@ -183,7 +186,10 @@ fn options() -> StoreOptions {
 async fn story(url: &str, backend: &str) {
     let store = connect(url, options()).await.expect("connect and migrate");
     assert_eq!(store.backend_name(), backend);
-    store.check_writable().await.expect("the database takes writes");
+    store
+        .check_writable()
+        .await
+        .expect("the database takes writes");
 
     let (conversation, log) = conversations(store.as_ref()).await;
     let upload = uploads(store.as_ref()).await;
