@@ -7,8 +7,10 @@
 //! (`HS*`) algorithms are refused unless an issuer allows them explicitly: a JWKS is published,
 //! and a shared secret in it would let anyone sign.
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+pub use jsonwebtoken::Algorithm;
+use jsonwebtoken::jwk::Jwk;
+pub use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
 use serde::Deserialize;
 
 use crate::{Grants, Scope};
@@ -130,7 +132,7 @@ fn key_for<'a>(keys: &'a JwkSet, kid: Option<&str>) -> Result<&'a Jwk, JwtError>
 }
 
 /// The payload's `iss`, read without checking anything: only to pick whose keys to check with.
-fn unverified_issuer(token: &str) -> Result<String, JwtError> {
+pub fn unverified_issuer(token: &str) -> Result<String, JwtError> {
     use base64::Engine;
     let payload = token
         .split('.')
@@ -176,34 +178,14 @@ impl VerifiedToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{Signer, now};
     use base64::Engine;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use jsonwebtoken::{EncodingKey, Header};
     use serde_json::json;
 
-    struct Signer {
-        key: EncodingKey,
-        jwk: Jwk,
-    }
-
     fn signer(kid: &str) -> Signer {
-        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-        let point = pair.public_key_raw();
-        let (x, y) = point[1..].split_at(32);
-        let jwk = serde_json::from_value(json!({
-            "kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
-            "x": URL_SAFE_NO_PAD.encode(x), "y": URL_SAFE_NO_PAD.encode(y),
-        }))
-        .expect("jwk");
-        let key = EncodingKey::from_ec_der(&pair.serialize_der());
-        Signer { key, jwk }
-    }
-
-    fn now() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_secs()
+        Signer::new(kid)
     }
 
     fn issuer(keys: Vec<Jwk>) -> Issuer {
@@ -217,9 +199,7 @@ mod tests {
     }
 
     fn token(s: &Signer, kid: &str, claims: serde_json::Value) -> String {
-        let mut header = Header::new(Algorithm::ES256);
-        header.kid = Some(kid.into());
-        jsonwebtoken::encode(&header, &claims, &s.key).expect("sign")
+        s.sign_as(kid, &claims)
     }
 
     fn claims() -> serde_json::Value {
@@ -232,7 +212,7 @@ mod tests {
     #[test]
     fn a_token_signed_by_its_issuer_names_its_subject_and_grants_its_scopes() {
         let s = signer("k1");
-        let issuers = [issuer(vec![s.jwk.clone()])];
+        let issuers = [issuer(vec![s.jwk()])];
         let verified = verify(&issuers, &token(&s, "k1", claims())).expect("valid");
         assert_eq!(verified.subject, "agent-b");
         assert_eq!(verified.peer_id(), "https://idp.example#agent-b");
@@ -255,7 +235,7 @@ mod tests {
     fn forged_expired_foreign_and_misaddressed_tokens_are_refused() {
         let s = signer("k1");
         let forger = signer("k1");
-        let issuers = [issuer(vec![s.jwk.clone()])];
+        let issuers = [issuer(vec![s.jwk()])];
         let refused = |t: String| verify(&issuers, &t).expect_err("refused");
 
         assert!(matches!(

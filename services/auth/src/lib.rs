@@ -6,6 +6,8 @@
 pub mod grants;
 pub mod jwt;
 pub mod key;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use grants::{Action, Grants, Scope};
 pub use key::{ApiKey, KeyError, StoredKey};

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+pub mod issuers;
 mod limits;
 mod listen;
 mod mcp;

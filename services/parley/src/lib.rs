@@ -57,6 +57,7 @@ pub mod config;
 pub mod error;
 pub mod expiry;
 pub mod host;
+pub mod issuers;
 pub mod mcp_server;
 pub mod metrics;
 pub mod model_endpoint;
