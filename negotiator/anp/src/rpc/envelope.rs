@@ -143,20 +143,18 @@ impl AnpCode {
 
     /// The code of `number`, when it is one of ANP-06's.
     pub fn from_code(number: i64) -> Option<AnpCode> {
-        use AnpCode::*;
-        [
-            NegotiationRejected,
-            NoMatchingInterface,
-            UnsupportedNegotiationMode,
-            UnsupportedCandidateProfile,
-            UnsupportedSecurityProfile,
-            UnsupportedContentType,
-            MoreInformationRequired,
-            AuthorizationRequired,
-            NegotiationExpired,
-        ]
-        .into_iter()
-        .find(|c| c.code() == number)
+        Some(match number {
+            1600 => AnpCode::NegotiationRejected,
+            1601 => AnpCode::NoMatchingInterface,
+            1602 => AnpCode::UnsupportedNegotiationMode,
+            1603 => AnpCode::UnsupportedCandidateProfile,
+            1604 => AnpCode::UnsupportedSecurityProfile,
+            1605 => AnpCode::UnsupportedContentType,
+            1606 => AnpCode::MoreInformationRequired,
+            1607 => AnpCode::AuthorizationRequired,
+            1608 => AnpCode::NegotiationExpired,
+            _ => return None,
+        })
     }
 }
 
