@@ -83,8 +83,11 @@ impl Requester {
         if matches!(outcome, Outcome::Agreed | Outcome::ZeroRtt) {
             self.agree(&peer, &hash).await?;
         }
-        self.record(&peer, &link.transcript, rounds, &(hash, outcome.clone()))
-            .await?;
+        // A selection is no negotiation (every call makes one): only drafts are on record.
+        if outcome != Outcome::ZeroRtt {
+            self.record(&peer, &link.transcript, rounds, &(hash, outcome.clone()))
+                .await?;
+        }
         Ok(Agreed {
             call_url: result.and_then(|r| r.selected).map(|s| s.url),
             negotiated: Negotiated {
