@@ -312,6 +312,11 @@ async fn every_refusal_has_its_code_and_garbage_never_a_500() {
         assert_eq!(status, 200, "{body}: {answer}");
         assert_eq!(error_code(&answer), code, "{body}: {answer}");
     }
+    // Another method than POST.
+    let get = reqwest::get(rpc_url(&app)).await.expect("an answer");
+    assert_eq!(get.status().as_u16(), 405);
+    let answer: Value = get.json().await.expect("a JSON-RPC error");
+    assert_eq!(error_code(&answer), -32600);
     // A notification is not answered.
     let (status, answer) =
         post_raw(&app, r#"{"jsonrpc":"2.0","method":"anp.get_capabilities"}"#).await;

@@ -17,6 +17,7 @@ use axum::Json;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse as _, Response};
+use parley_anp::rpc::{RpcError, error_response};
 use serde_json::Value;
 
 use super::AppState;
@@ -67,6 +68,14 @@ pub(super) async fn rpc(
             ApiError::Timeout(limits.request_timeout_ms),
         ),
     }
+}
+
+/// `/anp/rpc` with another method than POST: 405, with a JSON-RPC error saying so.
+pub(super) async fn not_post() -> Response {
+    let error = RpcError::invalid_request("JSON-RPC requests are POSTed to this end-point");
+    let headers = [(axum::http::header::ALLOW, "POST")];
+    let body = Json(error_response(&Value::Null, &error));
+    (StatusCode::METHOD_NOT_ALLOWED, headers, body).into_response()
 }
 
 /// `GET /.well-known/agent-descriptions`.

@@ -155,7 +155,12 @@ fn app(state: AppState) -> Router {
         .route("/nlip/ws", route(Framing::Cbor).layer(guard()))
         .route("/nlip/ws/text", route(Framing::Text).layer(guard()))
         .route("/anp", get(anp::upgrade).layer(guard()))
-        .route("/anp/rpc", post(anp_rpc::rpc).layer(guard()))
+        .route(
+            "/anp/rpc",
+            post(anp_rpc::rpc)
+                .fallback(anp_rpc::not_post)
+                .layer(guard()),
+        )
         .route(DISCOVERY_PATH, get(anp_rpc::discovery).layer(guard()))
         .route(DESCRIPTION_PATH, get(anp_rpc::description).layer(guard()))
         .route("/health", get(health::health).layer(guard()))
