@@ -24,7 +24,7 @@ CARGO_FUZZ_VERSION=0.13.2
 
 SECONDS_PER_TARGET=${1:-60}
 shift || true
-ALL_TARGETS=(nlip_json nlip_cbor protocol_doc meta_message anp_frame)
+ALL_TARGETS=(nlip_json nlip_cbor protocol_doc meta_message anp_frame anp_rpc)
 TARGETS=("${@:-${ALL_TARGETS[@]}}")
 SANITIZER=${FUZZ_SANITIZER:-none}
 

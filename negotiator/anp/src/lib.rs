@@ -10,6 +10,7 @@
 //! | [`messages`] | the seed-002 meta-protocol messages ([`MetaMessage`], [`MetaProtocolInfo`], [`MetaStatus`]) with the seed's JSON field names |
 //! | [`session`] | the provider's and requester's state machines ([`ProviderSession`], [`RequesterSession`]), returning [`Step`]s for the server's async driver |
 //! | [`verify`] | a protocol's test cases run through a [`HandlerRunner`] (the server's sandbox) and judged precisely ([`VerificationReport`]) |
+//! | [`rpc`] | ANP 1.2's JSON-RPC binding (ANP-06 v1.2): `anp.negotiate`'s parameters, the `NegotiationResult`, the 1600–1608 errors, the negotiation digest |
 //! | [`fix`] | the requester's guard rails for a provider's `fixErrorNegotiation`: which corrected expectations it may accept ([`review_fix`]) |
 //!
 //! What to decide at each step (accept a protocol, generate a handler) is not here: sessions
@@ -31,6 +32,7 @@ pub mod hash;
 mod markdown;
 pub mod messages;
 pub mod protocol;
+pub mod rpc;
 pub mod session;
 pub mod verify;
 

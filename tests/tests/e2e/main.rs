@@ -25,6 +25,7 @@ mod agent;
 mod agent_binding;
 mod agentconnect;
 mod anp;
+mod anp12;
 mod anp_requester;
 mod bounded_work;
 mod expiry;

@@ -134,12 +134,16 @@ pub enum WireKind {
     /// Seed 002's frames on the WebSocket /anp (AgentConnect's framing); http(s):// URLs are
     /// reached over ws(s)://.
     Anp,
+    /// ANP 1.2's JSON-RPC `anp.negotiate`, its end-point found through the agent description
+    /// (/.well-known/agent-descriptions) of a URL without a path; calls then go over NLIP.
+    Anp12,
 }
 
 /// The framing, and its time limits.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WireArgs {
-    /// The framing of the meta-protocol: nlip, or anp (seed 002's, on /anp).
+    /// The framing of the meta-protocol: nlip, anp (seed 002's, on /anp), or anp12 (ANP 1.2's
+    /// JSON-RPC, found through discovery).
     #[arg(long, value_enum, default_value = "nlip")]
     pub wire: WireKind,
     /// With --wire anp: how long the provider may take to answer the hello before the
@@ -156,7 +160,8 @@ pub struct WireArgs {
 pub struct NegotiateArgs {
     /// The provider's end-point: with --wire nlip, http(s)://…/nlip or ws(s)://…/nlip/ws
     /// (without a path, the peer's /nlip or /nlip/ws); with --wire anp, ws(s)://…/anp
-    /// (without a path, the peer's /anp). Without a scheme, http://.
+    /// (without a path, the peer's /anp); with --wire anp12, the agent's base URL (discovery) or
+    /// its JSON-RPC end-point. Without a scheme, http://.
     pub url: String,
     /// A protocol document (markdown with request/response JSON Schemas and test cases).
     #[arg(long)]

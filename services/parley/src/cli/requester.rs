@@ -15,6 +15,7 @@ impl WireArgs {
     fn wire(&self) -> Wire {
         match self.wire {
             WireKind::Nlip => Wire::Nlip,
+            WireKind::Anp12 => Wire::Anp12,
             WireKind::Anp => Wire::Anp(AnpOptions {
                 hello_timeout: std::time::Duration::from_millis(self.hello_timeout_ms),
                 reply_timeout: std::time::Duration::from_millis(self.reply_timeout_ms),
@@ -80,6 +81,7 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
     let unit = match args.wire.wire {
         WireKind::Nlip => "NLIP exchanges",
         WireKind::Anp => "exchanges of seed-002 frames",
+        WireKind::Anp12 => "JSON-RPC requests",
     };
     out!("messages {} {unit}", result.messages);
     out!("transcript:");
@@ -88,12 +90,7 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
             parley_store::Direction::Outbound => "→",
             parley_store::Direction::Inbound => "←",
         };
-        let kind = message
-            .get("action")
-            .or_else(|| message.get("type"))
-            .and_then(|v| v.as_str())
-            .unwrap_or("?");
-        let status = message.get("status").and_then(|v| v.as_str()).unwrap_or("");
+        let (kind, status) = transcript_entry(message);
         out!("  {arrow} {kind} {status}");
     }
     Ok(if ok {
@@ -101,6 +98,31 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// What one transcript entry was, and its status: a meta-protocol message's action (or type)
+/// and status; a JSON-RPC request's method, a response's result status or error code.
+fn transcript_entry(message: &serde_json::Value) -> (String, String) {
+    let text = |pointer: &str| message.pointer(pointer).and_then(|v| v.as_str());
+    if let Some(kind) = text("/action").or_else(|| text("/type")) {
+        return (
+            kind.to_owned(),
+            text("/status").unwrap_or_default().to_owned(),
+        );
+    }
+    if let Some(method) = text("/method") {
+        return (
+            method.to_owned(),
+            text("/params/body/mode").unwrap_or_default().to_owned(),
+        );
+    }
+    if let Some(status) = text("/result/status") {
+        return ("result".to_owned(), status.to_owned());
+    }
+    match message.pointer("/error/code") {
+        Some(code) => ("error".to_owned(), code.to_string()),
+        None => ("?".to_owned(), String::new()),
+    }
 }
 
 /// Progress of a negotiation, on stderr.

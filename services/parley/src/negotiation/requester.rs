@@ -15,6 +15,7 @@
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
 
 mod anp;
+mod anp12;
 mod binding;
 mod channel;
 mod counter;
@@ -92,6 +93,9 @@ pub enum RequesterError {
     Renegotiation(#[source] Box<RequesterError>),
     #[error("the requester's reasoner failed")]
     Reasoner(#[source] parley_reasoner::ProtocolReasonerError),
+    /// ANP 1.2's end-point could not be found or answered with something else than JSON-RPC.
+    #[error(transparent)]
+    Rpc(#[from] crate::negotiation::jsonrpc::client::RpcLinkError),
     #[error("the peer's answer does not follow the protocol: {0}")]
     InvalidAnswer(String),
     #[error("the request does not follow the protocol, so it was not sent: {0}")]
@@ -150,6 +154,9 @@ pub enum Wire {
     Nlip,
     /// Seed 002's frames on a WebSocket (`/anp`): [`AnpLink`].
     Anp(AnpOptions),
+    /// ANP 1.2's JSON-RPC binding (`anp.negotiate`, found through the agent description);
+    /// agreed protocols are then called over NLIP.
+    Anp12,
 }
 
 /// What the requester's loop does after one step of its session.
@@ -349,14 +356,15 @@ impl Requester {
         capabilities: &[String],
         progress: impl FnMut(Progress),
     ) -> Result<Negotiated, RequesterError> {
-        let peer = self.peer_key(url)?;
         match self.wire {
             Wire::Nlip => {
+                let peer = self.peer_key(url)?;
                 let mut link = NlipLink::connect(&peer, &self.tls).await?;
                 self.negotiate_over(&mut link, &peer, text, capabilities, progress)
                     .await
             }
             Wire::Anp(options) => {
+                let peer = self.peer_key(url)?;
                 let mut link = AnpLink::connect(&peer, options, &self.tls).await?;
                 let negotiated = self
                     .negotiate_over(&mut link, &peer, text, capabilities, progress)
@@ -364,6 +372,8 @@ impl Requester {
                 link.close().await?;
                 Ok(negotiated)
             }
+            // The binding has no hello: the meta-protocol's optional exchanges do not apply.
+            Wire::Anp12 => self.negotiate_anp12(url, text, progress).await,
         }
     }
 
@@ -414,7 +424,7 @@ impl Requester {
         };
         let outcome = run.run(text).await?;
         let (session, channel) = (run.session, run.channel);
-        self.record(peer, &channel.transcript, &session, &outcome)
+        self.record(peer, &channel.transcript, session.rounds(), &outcome)
             .await?;
         Ok(Negotiated {
             hash: outcome.0,
@@ -442,7 +452,7 @@ impl Requester {
         &self,
         url: &str,
         transcript: &[(Direction, Value)],
-        session: &RequesterSession,
+        rounds: u32,
         (hash, outcome): &(ProtocolHash, Outcome),
     ) -> Result<(), RequesterError> {
         let cid = uuid::Uuid::new_v4().to_string();
@@ -486,7 +496,7 @@ impl Requester {
                 NegotiationOutcome {
                     status,
                     protocol_hash,
-                    rounds: i64::from(session.rounds()),
+                    rounds: i64::from(rounds),
                     reason,
                 },
             )
@@ -503,8 +513,10 @@ impl Requester {
         hash: &ProtocolHash,
         request: Value,
     ) -> Result<Called, RequesterError> {
-        if let Wire::Anp(options) = self.wire {
-            return self.call_anp(url, hash, request, options).await;
+        match self.wire {
+            Wire::Anp(options) => return self.call_anp(url, hash, request, options).await,
+            Wire::Anp12 => return Box::pin(self.call_anp12(url, hash, request)).await,
+            Wire::Nlip => {}
         }
         let protocol = self
             .store
@@ -558,7 +570,7 @@ impl Requester {
     /// so `http://host:8080` and `http://host:8080/nlip` are one peer.
     fn peer_key(&self, url: &str) -> Result<String, RequesterError> {
         Ok(match self.wire {
-            Wire::Nlip => crate::client::endpoint(url)?.to_string(),
+            Wire::Nlip | Wire::Anp12 => crate::client::endpoint(url)?.to_string(),
             Wire::Anp(_) => crate::negotiation::anp::endpoint(url)?.to_string(),
         })
     }

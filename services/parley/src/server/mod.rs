@@ -13,6 +13,8 @@
 //!   reports into.
 //! - `websocket`: `/nlip/ws` (CBOR) and `/nlip/ws/text` (JSON).
 //! - `anp`: `/anp`, the meta-protocol's seed-002 framing (`negotiation::anp`).
+//! - `anp_rpc`: `POST /anp/rpc`, ANP 1.2's JSON-RPC binding (`negotiation::jsonrpc`), and the
+//!   discovery documents that point at it.
 //! - `mcp`: `/mcp` when configured, the MCP server (`mcp_server`) behind the admission above.
 //! - `upload`: the upload listener's routes.
 
@@ -22,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use parley_nlip::Message;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::Instrument as _;
@@ -33,6 +35,7 @@ use crate::error::ApiError;
 
 mod admission;
 mod anp;
+mod anp_rpc;
 mod health;
 mod http;
 mod listener;
@@ -138,6 +141,7 @@ impl AppState {
 /// router-wide layers: axum wraps every route in each one; the other routes get the panic
 /// guard as their own layer.
 fn app(state: AppState) -> Router {
+    use crate::negotiation::jsonrpc::describe::{DESCRIPTION_PATH, DISCOVERY_PATH};
     use http::{method_not_allowed, metrics_text, not_found, panic_response};
     use websocket::{Framing, route};
     let guard = || tower_http::catch_panic::CatchPanicLayer::custom(panic_response);
@@ -151,6 +155,14 @@ fn app(state: AppState) -> Router {
         .route("/nlip/ws", route(Framing::Cbor).layer(guard()))
         .route("/nlip/ws/text", route(Framing::Text).layer(guard()))
         .route("/anp", get(anp::upgrade).layer(guard()))
+        .route(
+            "/anp/rpc",
+            post(anp_rpc::rpc)
+                .fallback(anp_rpc::not_post)
+                .layer(guard()),
+        )
+        .route(DISCOVERY_PATH, get(anp_rpc::discovery).layer(guard()))
+        .route(DESCRIPTION_PATH, get(anp_rpc::description).layer(guard()))
         .route("/health", get(health::health).layer(guard()))
         .route("/health/live", get(health::live).layer(guard()))
         .route("/health/ready", get(health::ready).layer(guard()))

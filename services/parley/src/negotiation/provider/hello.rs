@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use parley_anp::messages::Hello;
-use parley_anp::{MetaMessage, MetaProtocolInfo, NegotiationError};
+use parley_anp::{MetaMessage, MetaProtocolInfo, NegotiationError, ProtocolHash};
 use parley_store::Direction;
 use serde_json::Value;
 
@@ -16,6 +16,31 @@ use super::state::NegotiationState;
 use crate::error::ApiError;
 
 impl Provider {
+    /// The first of `offered` with an active handler here (0-RTT), looking at no more than the
+    /// first `negotiation.max_hello_hashes`, one query each: what a hello selects, for framings
+    /// that offer hashes without one (ANP 1.2's structured selection).
+    pub async fn select_served(
+        &self,
+        offered: &[ProtocolHash],
+    ) -> Result<Option<ProtocolHash>, ApiError> {
+        for hash in offered.iter().take(self.limits.max_hello_hashes) {
+            if self
+                .store
+                .active_handler(&hash.to_string())
+                .await?
+                .is_some()
+            {
+                return Ok(Some(*hash));
+            }
+        }
+        Ok(None)
+    }
+
+    /// How many offered hashes are looked up (`negotiation.max_hello_hashes`).
+    pub fn max_offered(&self) -> usize {
+        self.limits.max_hello_hashes
+    }
+
     /// Answers the peer's `sourceHello` (`value` as received): remembers what it supports,
     /// selects the first offered protocol with an active handler here (among the first
     /// `negotiation.max_hello_hashes` offered), and opens the

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::{Called, Negotiated, Outcome, Progress, Requester, RequesterError, Wire};
 use crate::client::{ClientError, NlipClient, endpoint};
+use crate::negotiation::jsonrpc::client::RpcLinkError;
 use crate::tls::ClientTls;
 
 /// What a request names its protocol by.
@@ -106,6 +107,10 @@ impl Requester {
         allow_fallback: bool,
         progress: impl FnMut(Progress),
     ) -> Result<Requested, RequesterError> {
+        if self.wire == Wire::Anp12 {
+            return Box::pin(self.request_anp12(url, protocol, request, allow_fallback, progress))
+                .await;
+        }
         if let Wire::Anp(options) = self.wire {
             return Box::pin(self.request_anp(
                 url,
@@ -218,7 +223,7 @@ impl Requester {
     }
 
     /// Asks the peer in natural language, or refuses to when `allowed` is false.
-    async fn fall_back(
+    pub(super) async fn fall_back(
         &self,
         peer: &str,
         doc: &ProtocolDoc,
@@ -258,6 +263,10 @@ pub(super) fn fallback_reason(error: RequesterError) -> Result<FallbackReason, R
         | RequesterError::NoHello
         | RequesterError::UnsupportedVersion { .. } => {
             Ok(FallbackReason::Failed(error.to_string()))
+        }
+        // A peer without ANP 1.2's end-point.
+        RequesterError::Rpc(RpcLinkError::Discovery { .. } | RpcLinkError::NotJsonRpc { .. }) => {
+            Ok(FallbackReason::NotSupported)
         }
         // A peer whose NLIP end-point answers a control message with something other than NLIP.
         RequesterError::Client(ClientError::NotNlip { .. } | ClientError::Decode(_)) => {

@@ -1,0 +1,108 @@
+//! `POST /anp/rpc`: ANP 1.2's JSON-RPC binding of the meta-protocol (`negotiation::jsonrpc`),
+//! behind the same per-address admission as `POST /nlip` and `/mcp` (the rate, the requests in
+//! flight, a permit of `limits.max_concurrent_requests`), its body read within
+//! `limits.request_timeout_ms` and `limits.max_message_bytes`, its answer within the request
+//! time limit. Every answer is a JSON-RPC response: a request the server cannot take (over a
+//! limit, too large, too slow) gets `-32000` with the stable code of the NLIP error it would
+//! have been, under that error's HTTP status; a notification gets 204 and no body.
+//!
+//! `GET /.well-known/agent-descriptions` (ANP-08's discovery page) and
+//! `GET /agents/parley/ad.json` (the agent description, with its `MetaProtocolInterface`) tell
+//! ANP peers where the end-point is.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse as _, Response};
+use parley_anp::rpc::{RpcError, error_response};
+use serde_json::Value;
+
+use super::AppState;
+use super::http::read_body_within;
+use crate::error::ApiError;
+use crate::negotiation::jsonrpc::describe::{agent_description, discovery_page};
+use crate::negotiation::jsonrpc::{DEFAULT_VALID_FOR, Endpoint, Urls, refusal, request_id};
+
+/// `POST /anp/rpc`.
+pub(super) async fn rpc(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let refuse = |id: &Value, e: ApiError| (e.status(), Json(refusal(id, &e))).into_response();
+    let _address = match state.admission.admit(peer) {
+        Ok(guard) => guard,
+        Err(e) => return refuse(&Value::Null, e),
+    };
+    // `acquire` only fails on a closed semaphore, and nothing closes this one.
+    let _permit = state.permits.acquire().await.ok();
+    let urls = urls_of(&state, &request);
+    let limits = &state.limits;
+    let body = read_body_within(
+        request.into_body(),
+        limits.max_message_bytes,
+        limits.request_timeout_ms,
+    );
+    let bytes = match body.await {
+        Ok(bytes) => bytes,
+        Err(e) => return refuse(&Value::Null, e),
+    };
+    let endpoint = Endpoint {
+        agent: state.agent.clone(),
+        peer,
+        urls,
+        valid_for: DEFAULT_VALID_FOR,
+        max_request_bytes: limits.max_message_bytes,
+    };
+    let within = Duration::from_millis(limits.request_timeout_ms);
+    let span = tracing::debug_span!("anp.rpc", %peer);
+    let answered = tracing::Instrument::instrument(endpoint.answer(&bytes), span);
+    match tokio::time::timeout(within, answered).await {
+        Ok(Some(answer)) => Json(answer).into_response(),
+        Ok(None) => StatusCode::NO_CONTENT.into_response(),
+        Err(_) => refuse(
+            &request_id(&bytes),
+            ApiError::Timeout(limits.request_timeout_ms),
+        ),
+    }
+}
+
+/// `/anp/rpc` with another method than POST: 405, with a JSON-RPC error saying so.
+pub(super) async fn not_post() -> Response {
+    let error = RpcError::invalid_request("JSON-RPC requests are POSTed to this end-point");
+    let headers = [(axum::http::header::ALLOW, "POST")];
+    let body = Json(error_response(&Value::Null, &error));
+    (StatusCode::METHOD_NOT_ALLOWED, headers, body).into_response()
+}
+
+/// `GET /.well-known/agent-descriptions`.
+pub(super) async fn discovery(State(state): State<AppState>, request: Request) -> Response {
+    Json(discovery_page(&urls_of(&state, &request))).into_response()
+}
+
+/// `GET /agents/parley/ad.json`.
+pub(super) async fn description(State(state): State<AppState>, request: Request) -> Response {
+    let urls = urls_of(&state, &request);
+    Json(agent_description(&state.agent, &urls)).into_response()
+}
+
+/// The end-points' URLs as the peer reached this agent: the request's authority (HTTP/2) or
+/// `Host` header, when it is a valid `host[:port]`; the scheme the listener speaks.
+fn urls_of(state: &AppState, request: &Request) -> Urls {
+    let host = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            let host = request.headers().get(axum::http::header::HOST)?;
+            let host = host.to_str().ok()?;
+            host.parse::<axum::http::uri::Authority>()
+                .ok()
+                .map(|a| a.as_str().to_owned())
+        })
+        .filter(|a| !a.contains('@'));
+    Urls::at(host.as_deref(), state.tls.is_some())
+}
