@@ -196,7 +196,9 @@ impl Agent {
     }
 
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
-    /// control out). Errors become NLIP error messages with their status.
+    /// control out). Errors become NLIP error messages with their status. A meta-protocol or
+    /// natural-language message over its throttle (`throttle::Kind::of_route`) is refused
+    /// first, before any database or model is touched.
     pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
         let route = router::route(request);
         if let Some(kind) = Kind::of_route(&route)

@@ -121,7 +121,7 @@ pub fn whole_seconds(wait: Duration) -> u64 {
 
 /// Whole milliseconds, rounded up, at least one: the error JSON's `retry_after_ms`.
 pub fn whole_millis(wait: Duration) -> u64 {
-    let millis = wait.as_millis() + u128::from(wait.subsec_nanos() % 1_000_000 > 0);
+    let millis = wait.as_millis() + u128::from(!wait.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(millis).unwrap_or(u64::MAX).max(1)
 }
 
