@@ -1123,7 +1123,7 @@ fn request_kind(body: &Value) -> &'static str {
     let user = body["messages"][1]["content"].as_str().unwrap_or_default();
     if system.starts_with("You evaluate") {
         "evaluate"
-    } else if user.contains("<failure>") {
+    } else if user.contains("name=\"failure\"") {
         "fix"
     } else if system.starts_with("You write protocol handlers") {
         "generate"

@@ -60,8 +60,8 @@ pub fn free_port() -> std::io::Result<u16> {
 /// `parley serve` in a child process as the benchmarks run it: the running binary re-executed
 /// with `role_env=parley` (its `main` then calls `parley::cli::main`), NLIP on `listen`, uploads
 /// on another free loopback port, SQLite in `data_dir`, the example capabilities, the
-/// per-address limits lifted (see [`lift_per_address_limits`]; a config file in `data_dir`
-/// says so), run from the repository root. The caller adds stdio and spawns it.
+/// per-address limits and the throttles lifted (see [`lift_per_address_limits`]; a config file
+/// in `data_dir` says so), run from the repository root. The caller adds stdio and spawns it.
 pub fn parley_serve_command(
     role_env: &str,
     listen: SocketAddr,
@@ -75,7 +75,7 @@ pub fn parley_serve_command(
         &config,
         format!(
             "[limits]\nrate_limit_per_second = {}\nmax_connections_per_address = {}\n\
-             max_concurrent_requests_per_address = {}\n",
+             max_concurrent_requests_per_address = {}\n{THROTTLES_OFF}",
             limits.rate_limit_per_second,
             limits.max_connections_per_address,
             limits.max_concurrent_requests_per_address
@@ -123,12 +123,23 @@ pub fn lift_per_address_limits(limits: &mut parley::config::Limits) {
     limits.max_concurrent_requests_per_address = limits.max_concurrent_requests;
 }
 
-/// [`test_settings`] for a benchmark: the per-address limits lifted.
+/// [`test_settings`] for a benchmark: the per-address limits and the throttles lifted.
 pub fn bench_settings(dir: &Path) -> Settings {
     let mut settings = test_settings(dir);
     lift_per_address_limits(&mut settings.limits);
+    settings.throttle = parley::config::Throttle::off();
     settings
 }
+
+/// A config file's `[throttle]` tables with every throttle off (the file form of
+/// `Throttle::off`), for a server that one address drives as hard as it can.
+pub const THROTTLES_OFF: &str = "[throttle.messages]\nper_peer = { per_minute = 0, burst = 0 }\n\
+    [throttle.negotiations]\nper_address = { per_minute = 0, burst = 0 }\n\
+    per_peer = { per_minute = 0, burst = 0 }\n\
+    [throttle.model_calls]\nper_address = { per_minute = 0, burst = 0 }\n\
+    per_peer = { per_minute = 0, burst = 0 }\n\
+    [throttle.uploads]\nper_address = { per_minute = 0, burst = 0 }\n\
+    per_peer = { per_minute = 0, burst = 0 }\n";
 
 /// A running server. Dropping it without [`TestApp::stop`] aborts it.
 #[derive(Debug)]

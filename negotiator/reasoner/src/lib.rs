@@ -21,6 +21,7 @@
 //! | [`handler_gen`] | the JavaScript handler generated from a [`Mapping`] |
 //! | [`draft`] | protocol documents Parley writes: the requester's first draft, and the rendering counter-proposals share |
 //! | `schema` | reading JSON Schemas (properties, required fields, types) |
+//! | `untrusted` | how peer text, history, capability output and proposed documents reach a model: as data in envelopes they cannot close, under fixed system prompts |
 //! | `chat` | the OpenAI-compatible endpoint both model backends use ([`OpenAiConfig`], [`ApiKey`]) |
 //! | [`usage`] | what model calls cost: [`ModelPurpose`], and the [`UsageMeter`] a caller hands a backend through its `metered` view to count calls and tokens per purpose |
 //! | `config` | [`ReasonerConfig`], [`build`], [`build_protocol_reasoner`] |
@@ -33,6 +34,8 @@
 //!   `testing`.
 //! - An `Ok` answer always has non-empty text, an `Ok` evaluation or handler is never empty;
 //!   every backend failure is a typed error ([`ReasonerError`], [`ProtocolReasonerError`]).
+//! - What a peer wrote or a capability returned reaches a model only inside an envelope of
+//!   `untrusted`; system prompts hold the operator's configuration and fixed text alone.
 //! - Every model request is one `model.call` span (purpose, model, the tokens its response
 //!   reported); prompts, bodies and API keys are never logged (keys never even in `Debug`).
 //! - Usage is counted where the caller asks, never process-wide: through a backend's `metered`
@@ -50,6 +53,7 @@ mod schema;
 /// Scripted OpenAI-compatible server for tests (feature `testing`, never in the shipped binary).
 #[cfg(feature = "testing")]
 pub mod testing;
+mod untrusted;
 pub mod usage;
 
 /// The handler plan the planner produces: the crate `parley-mapping`, shared with the sandbox's

@@ -111,6 +111,8 @@ pub struct ErrorInfo {
     pub message: String,
     /// The offending field, when there is one.
     pub field: Option<String>,
+    /// For a refusal that says "not now": milliseconds after which the same request may pass.
+    pub retry_after_ms: Option<u64>,
 }
 
 impl ErrorInfo {
@@ -119,11 +121,17 @@ impl ErrorInfo {
             code: code.into(),
             message: message.into(),
             field: None,
+            retry_after_ms: None,
         }
     }
 
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
         self.field = Some(field.into());
+        self
+    }
+
+    pub fn with_retry_after_ms(mut self, ms: u64) -> Self {
+        self.retry_after_ms = Some(ms);
         self
     }
 
@@ -135,6 +143,9 @@ impl ErrorInfo {
         let mut body = json!({"code": self.code, "message": self.message});
         if let Some(field) = &self.field {
             body["field"] = Value::String(field.clone());
+        }
+        if let Some(ms) = self.retry_after_ms {
+            body["retry_after_ms"] = Value::from(ms);
         }
         Message::text(language, self.message.clone())
             .with_messagetype("error")
@@ -162,6 +173,7 @@ impl ErrorInfo {
                 .unwrap_or_default()
                 .to_owned(),
             field: body.get("field").and_then(Value::as_str).map(str::to_owned),
+            retry_after_ms: body.get("retry_after_ms").and_then(Value::as_u64),
         })
     }
 }
@@ -249,6 +261,11 @@ mod tests {
         let msg = info.to_message("english");
         assert_eq!(msg.text_content(), Some("format: is required"));
         assert_eq!(ErrorInfo::from_message(&msg), Some(info));
+        let later = ErrorInfo::new("rate_limited", "not now").with_retry_after_ms(1500);
+        assert_eq!(
+            ErrorInfo::from_message(&later.to_message("english")),
+            Some(later)
+        );
         assert_eq!(
             ErrorInfo::from_message(&Message::text("english", "x")),
             None

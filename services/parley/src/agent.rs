@@ -30,6 +30,7 @@ use crate::negotiation::nlip;
 use crate::negotiation::provider::Provider;
 use crate::peer::PeerAddress;
 use crate::router::{self, Route, ToolCall};
+use crate::throttle::{Kind, Throttles};
 
 mod replies;
 
@@ -52,6 +53,8 @@ pub struct Agent {
     history_messages: u32,
     /// Most bytes the stored uploads may take together.
     upload_quota: u64,
+    /// The throttles, shared with the transports.
+    throttles: Arc<Throttles>,
 }
 
 /// Who the agent is to its peers, and how much of a conversation its reasoner sees.
@@ -65,6 +68,9 @@ pub struct AgentSettings {
     pub history_messages: u32,
     /// Most bytes the stored uploads may take together (`limits.max_upload_storage_bytes`).
     pub upload_quota: u64,
+    /// How often one address or peer may negotiate and have the reasoner answer (and, at the
+    /// transports, send messages and upload).
+    pub throttles: Arc<Throttles>,
 }
 
 /// The backends an agent runs on, by name: for logs and `GET /health`.
@@ -76,11 +82,14 @@ pub struct Backends {
     pub capabilities: usize,
 }
 
-/// A reply and the HTTP status that goes with it (transports without status ignore it).
+/// A reply and the HTTP status that goes with it (transports without status ignore it), and
+/// for a refusal that says "not now", when to retry (HTTP's `Retry-After`; the message's error
+/// JSON carries it as `retry_after_ms` for every transport).
 #[derive(Debug)]
 pub struct Reply {
     pub message: Message,
     pub status: StatusCode,
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl Agent {
@@ -100,7 +109,13 @@ impl Agent {
             upload_base: settings.upload_base,
             history_messages: settings.history_messages,
             upload_quota: settings.upload_quota,
+            throttles: settings.throttles,
         }
+    }
+
+    /// The throttles this agent checks, which the transports share.
+    pub fn throttles(&self) -> &Arc<Throttles> {
+        &self.throttles
     }
 
     /// The meta-protocol provider: negotiation, and application messages served without NLIP.
@@ -181,9 +196,16 @@ impl Agent {
     }
 
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
-    /// control out). Errors become NLIP error messages with their status.
+    /// control out). Errors become NLIP error messages with their status. A meta-protocol or
+    /// natural-language message over its throttle (`throttle::Kind::of_route`) is refused
+    /// first, before any database or model is touched.
     pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
         let route = router::route(request);
+        if let Some(kind) = Kind::of_route(&route)
+            && let Err(refused) = self.throttles.check(kind, PeerAddress::of(peer), None)
+        {
+            return self.error_reply(request, None, refused.into());
+        }
         let is_meta = matches!(route, Route::Meta(_));
         let conversation = match self.conversation_for(request, peer, is_meta).await {
             Ok(c) => c,
@@ -214,7 +236,11 @@ impl Agent {
         let reply = match result {
             Ok((message, status)) => {
                 let message = self.finish(request, conversation.as_deref(), message);
-                Reply { message, status }
+                Reply {
+                    message,
+                    status,
+                    retry_after: None,
+                }
             }
             Err(e) => self.error_reply(request, conversation.as_deref(), e),
         };
@@ -237,6 +263,7 @@ impl Agent {
         Reply {
             message: self.finish(request, conversation, message),
             status: error.status(),
+            retry_after: error.retry_after(),
         }
     }
 

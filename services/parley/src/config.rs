@@ -14,12 +14,14 @@ mod limits;
 mod listen;
 mod mcp;
 mod negotiation;
+mod throttle;
 pub mod tls;
 
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 pub use mcp::McpSettings;
 pub use negotiation::NegotiationLimits;
+pub use throttle::{KindRates, MessageRates, Rate, Throttle, ThrottleArgs};
 pub use tls::{ClientAuth, ClientTlsSettings, TlsSettings, TlsVersion};
 
 /// Why a configuration was refused.
@@ -152,6 +154,8 @@ pub struct Settings {
     pub mcp: McpSettings,
     /// TLS on the listeners, and what the server's own outgoing calls trust.
     pub tls: TlsSettings,
+    /// How often one address, and one authenticated peer, may cause each kind of work.
+    pub throttle: Throttle,
 }
 
 impl Default for Settings {
@@ -174,6 +178,7 @@ impl Default for Settings {
             ethics_statement: None,
             mcp: McpSettings::default(),
             tls: TlsSettings::default(),
+            throttle: Throttle::default(),
         }
     }
 }
@@ -263,6 +268,8 @@ pub struct ServeArgs {
     pub serve_mcp: Option<bool>,
     #[command(flatten)]
     pub tls: tls::TlsArgs,
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
 }
 
 impl Settings {
@@ -301,6 +308,7 @@ impl Settings {
             serve_mcp => mcp.serve,
         );
         args.tls.apply(&mut s.tls);
+        args.throttle.apply(&mut s.throttle);
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
                 return Err(invalid(
@@ -365,6 +373,7 @@ impl Settings {
         self.negotiation.validate()?;
         self.mcp.validate()?;
         self.tls.validate()?;
+        self.throttle.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;

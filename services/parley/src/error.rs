@@ -28,9 +28,9 @@ pub enum ApiError {
     Timeout(u64),
     #[error("the request body did not arrive within {0} ms")]
     SlowBody(u64),
-    /// More messages than `limits.rate_limit_per_second` from one address.
-    #[error("too many requests from this address; retry after {retry_after} s")]
-    RateLimited { retry_after: u64 },
+    /// A throttle refused the work: too many of its kind from one address or peer.
+    #[error("{0}")]
+    RateLimited(crate::throttle::RetryAfter),
     /// The address already has `limits.max_concurrent_requests_per_address` requests in
     /// flight.
     #[error("this address already has {limit} requests in flight; retry when one is answered")]
@@ -178,14 +178,14 @@ impl ApiError {
         }
     }
 
-    /// Seconds after which the same request may pass (an HTTP `Retry-After`), for the errors
-    /// that say "not now" rather than "not so".
-    pub fn retry_after(&self) -> Option<u64> {
+    /// How long until the same request may pass (an HTTP `Retry-After`, the error JSON's
+    /// `retry_after_ms`), for the errors that say "not now" rather than "not so".
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
-            ApiError::RateLimited { retry_after } => Some(*retry_after),
+            ApiError::RateLimited(refused) => Some(refused.wait),
             ApiError::TooManyInFlight { .. }
             | ApiError::TooManyUploads { .. }
-            | ApiError::StoreUnavailable(_) => Some(1),
+            | ApiError::StoreUnavailable(_) => Some(std::time::Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -204,7 +204,10 @@ impl ApiError {
             }
             _ => {}
         }
-        let info = ErrorInfo::new(self.code(), self.to_string());
+        let mut info = ErrorInfo::new(self.code(), self.to_string());
+        if let Some(wait) = self.retry_after() {
+            info = info.with_retry_after_ms(crate::throttle::whole_millis(wait));
+        }
         match self {
             ApiError::Invalid(v) => info.with_field(v.field.clone()),
             _ => info,
@@ -214,6 +217,12 @@ impl ApiError {
 
 /// An error and its causes, outermost first, joined with `: `, each cause once.
 pub use parley_capabilities::error_chain as chain;
+
+impl From<crate::throttle::RetryAfter> for ApiError {
+    fn from(refused: crate::throttle::RetryAfter) -> Self {
+        ApiError::RateLimited(refused)
+    }
+}
 
 impl From<DecodeError> for ApiError {
     fn from(e: DecodeError) -> Self {

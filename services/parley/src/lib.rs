@@ -26,6 +26,8 @@
 //! - [`expiry`]: the background sweep that deletes idle conversations and their state.
 //! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
 //!   per-address limits and of conversation binding.
+//! - [`throttle`]: how often one address or authenticated peer may send messages, negotiate,
+//!   have the reasoner answer, and upload; checked by the transports and the agent.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
@@ -69,4 +71,5 @@ pub mod router;
 pub mod server;
 pub mod startup;
 pub mod telemetry;
+pub mod throttle;
 pub mod tls;

@@ -12,8 +12,10 @@
 //! MCP tool calls on `/mcp`: `parley_mcp_tool_calls_total{kind,outcome}` (`kind` =
 //! `capability` or `protocol`, `outcome` = `ok` or `error`).
 //! What the limits turned away: `parley_refused_total{reason}`, `reason` one of
-//! `connections_per_address` (a connection closed on accept), `rate_limited`,
+//! `connections_per_address` (a connection closed on accept),
 //! `too_many_in_flight`, `send_timeout` (a peer that did not read its answers).
+//! What the throttles refused (`throttle`): `parley_throttled_total{kind,scope}`, `kind` one of
+//! `messages`, `negotiations`, `model_calls`, `uploads`, `scope` = `address` or `peer`.
 //! NLIP tool calls (`router`): `parley_tool_calls_total{outcome}`, `outcome` = `ok` or the
 //! failure's code. Idle conversations the sweep removed: `parley_conversations_expired_total`.
 
@@ -121,6 +123,15 @@ pub fn mcp_tool_call(kind: &'static str, outcome: &'static str) {
 /// Something a limit turned away (see the module docs for the reasons).
 pub fn refused(reason: &'static str) {
     count("parley_refused_total", one("reason", reason), 1);
+}
+
+/// Work a throttle refused (see the module docs).
+pub fn throttled(kind: &'static str, scope: &'static str) {
+    count(
+        "parley_throttled_total",
+        [("kind", kind), ("scope", scope)],
+        1,
+    );
 }
 
 /// One NLIP tool call answered: `ok`, or its failure's code.

@@ -339,6 +339,10 @@ impl Bound {
                 upload_base: upload_base.clone(),
                 history_messages: settings.limits.history_messages,
                 upload_quota: settings.limits.max_upload_storage_bytes,
+                throttles: Arc::new(crate::throttle::Throttles::new(
+                    &settings.limits,
+                    &settings.throttle,
+                )),
             },
         );
         let mut state = AppState::new(Arc::new(agent), settings.limits.clone(), readiness)

@@ -44,6 +44,7 @@ mod state_limits;
 mod storage_faults;
 mod store_errors;
 mod support;
+mod throttle;
 mod tls;
 mod tokens;
 mod websocket;

@@ -5,6 +5,10 @@
 //! times. The final assistant text is the answer. Every failure is a typed [`ReasonerError`]:
 //! an empty or missing answer is an error, never an empty reply to the peer.
 //!
+//! What the peer wrote, the conversation's earlier messages and every tool result reach the
+//! model as data in JSON envelopes under a system prompt that depends on the operator's
+//! configuration alone (`crate::untrusted`): a peer's text never becomes an instruction.
+//!
 //! Prompts, tool arguments and bodies are never logged above `debug`.
 
 use std::sync::Arc;
@@ -23,6 +27,7 @@ use serde_json::{Value, json};
 use super::{CapabilityCall, NlAnswer, NlRequest, Reasoner, Speaker};
 use crate::ReasonerError;
 use crate::chat::{ChatClient, OpenAiConfig, system, user};
+use crate::untrusted;
 use crate::usage::{ModelPurpose, UsageMeter};
 
 /// The `openai` dialogue backend. See the module docs.
@@ -72,15 +77,18 @@ impl OpenAiReasoner {
         })
     }
 
-    fn system_prompt(&self, language: &str) -> String {
+    /// The system prompt: the operator's words only (the agent, its capabilities) and the
+    /// rules on the data that follows; nothing a peer sent, not even the language it asked for.
+    fn system_prompt(&self) -> String {
         let agent = self.capabilities.agent();
         format!(
             "You are {name}, an agent answering other agents and people over NLIP. {description}\n\
-             Answer in {language}, concisely. Use the tools to obtain facts and never invent data \
-             a tool could provide; if a tool returns an error or null, say so. If no tool fits \
-             the request, say plainly that you cannot do it.\n\nYour capabilities:\n{summary}",
+             Answer concisely. Use the tools to obtain facts and never invent data a tool could \
+             provide; if a tool returns an error or null, say so. If no tool fits the request, \
+             say plainly that you cannot do it.\n\n{rules}\n\nYour capabilities:\n{summary}",
             name = agent.name,
             description = agent.description,
+            rules = untrusted::JSON_DATA_RULES,
             summary = self.capabilities.summary(),
         )
     }
@@ -131,8 +139,11 @@ impl OpenAiReasoner {
             "tool call"
         );
         let content = match &result {
-            Ok(value) => value.to_string(),
-            Err(e) => json!({"error": {"code": e.code(), "message": e.to_string()}}).to_string(),
+            Ok(value) => untrusted::capability_output(name, Ok(value)),
+            Err(e) => untrusted::capability_output(
+                name,
+                Err(json!({"code": e.code(), "message": e.to_string()})),
+            ),
         };
         calls.push(CapabilityCall {
             capability: name.clone(),
@@ -170,14 +181,15 @@ impl Reasoner for OpenAiReasoner {
     }
 
     async fn answer(&self, req: NlRequest) -> Result<NlAnswer, ReasonerError> {
-        let mut messages = vec![system(self.system_prompt(&req.language))];
+        let mut messages = vec![system(self.system_prompt())];
         for turn in req.history {
             messages.push(match turn.speaker {
-                Speaker::Peer => user(turn.text),
+                Speaker::Peer => user(untrusted::peer_turn(&turn.text)),
+                // What this agent answered before: the model's own words.
                 Speaker::Agent => assistant(Some(turn.text), None),
             });
         }
-        messages.push(user(req.text));
+        messages.push(user(untrusted::peer_message(&req.text, &req.language)));
 
         let mut capability_calls = Vec::new();
         let mut model_calls = 0;

@@ -194,11 +194,20 @@ async fn openai_plain_answer() {
     let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     let system = messages[0]["content"].as_str().expect("system text");
-    assert!(
-        system.contains("Acme product desk") && system.contains("english"),
-        "{system}"
+    assert!(system.contains("Acme product desk"), "{system}");
+    // What the peer sent, its language included, comes as data in the user messages.
+    let data = |i: usize| -> Value {
+        serde_json::from_str(messages[i]["content"].as_str().expect("text")).expect("JSON")
+    };
+    assert_eq!(
+        data(3),
+        json!({"untrusted_peer_message": {"text": "Hi, who are you?", "reply_language": "english"}})
     );
-    assert_eq!(messages[3]["content"], "Hi, who are you?");
+    assert_eq!(
+        data(1)["untrusted_peer_message"]["text"],
+        "earlier question"
+    );
+    assert_eq!(messages[2]["content"], "earlier answer");
 }
 
 #[tokio::test]
@@ -254,7 +263,11 @@ async fn openai_tool_call_really_invokes_the_capability() {
     assert_eq!(tool["tool_call_id"], "call_0");
     let sent: Value = serde_json::from_str(tool["content"].as_str().expect("tool content is text"))
         .expect("tool content is JSON");
-    assert_eq!(&sent, product);
+    assert_eq!(
+        sent["untrusted_capability_output"]["capability"],
+        "getProductInfo"
+    );
+    assert_eq!(&sent["untrusted_capability_output"]["result"], product);
 }
 
 #[tokio::test]
@@ -284,8 +297,9 @@ async fn openai_tool_errors_are_sent_back_to_the_model() {
         .filter(|m| m["role"] == "tool")
         .map(|m| serde_json::from_str(m["content"].as_str().expect("text")).expect("json"))
         .collect();
-    assert_eq!(tool_results[0]["error"]["code"], "not_found");
-    assert_eq!(tool_results[1]["error"]["code"], "invalid_arguments");
+    let code = |i: usize| tool_results[i]["untrusted_capability_output"]["error"]["code"].clone();
+    assert_eq!(code(0), "not_found");
+    assert_eq!(code(1), "invalid_arguments");
 }
 
 async fn failing(reply: ScriptedReply) -> (ReasonerError, usize) {

@@ -1,14 +1,15 @@
 //! The integration tests of `parley-reasoner`, in one test binary: the built-in protocol
 //! reasoner (`builtin_protocol`, `builtin_props`), the OpenAI-compatible and hybrid ones
 //! (`openai_protocol`), the natural-language backends (`dialogue`), the built-in one reading
-//! simple requests (`understanding`), their spans (`spans`) and what their model calls cost
-//! (`usage`), with the fixtures they share in `support`. Data files live beside this directory, in
+//! simple requests (`understanding`), their spans (`spans`), what their model calls cost
+//! (`usage`) and how peer text reaches a model (`prompt_hygiene`), with the fixtures they share in `support`. Data files live beside this directory, in
 //! `tests/data` and `tests/golden`.
 
 mod builtin_props;
 mod builtin_protocol;
 mod dialogue;
 mod openai_protocol;
+mod prompt_hygiene;
 mod spans;
 mod support;
 mod understanding;

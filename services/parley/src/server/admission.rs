@@ -1,7 +1,8 @@
 //! What one source address may hold at a time: open connections and requests in flight, each
 //! capped per address so that one address cannot take every slot the server has
 //! (`limits.max_connections_per_address`, `limits.max_concurrent_requests_per_address`), and
-//! the per-address request rate (`limits.rate_limit_per_second`).
+//! the throttles a request meets before it is read ([`Throttles`]: messages, or uploads on the
+//! upload port).
 //!
 //! An address is a [`PeerAddress`]: an IPv4 address, or an IPv6 /64, since one IPv6 host
 //! would otherwise have 2^64 addresses to spread its connections over.
@@ -10,16 +11,12 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-
-use governor::clock::{Clock as _, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::peer::PeerAddress;
+use crate::throttle::{Kind, Throttles};
 
 /// Shards of the per-address counts: requests from different addresses seldom wait on the same
 /// lock, and a shard's lock is held only to add or subtract one.
@@ -114,7 +111,8 @@ pub(crate) struct Admission {
     uploads: Arc<tokio::sync::Semaphore>,
     max_uploads: usize,
     uploads_per_address: Arc<PerAddress>,
-    limiter: Option<DefaultKeyedRateLimiter<PeerAddress>>,
+    /// The throttles, shared with the agent.
+    throttles: Arc<Throttles>,
 }
 
 /// What an upload holds while it arrives: its request slot, and an upload slot in all and of
@@ -127,42 +125,31 @@ pub(crate) struct UploadSlot {
 }
 
 impl Admission {
-    pub(crate) fn new(limits: &Limits) -> Admission {
-        let limiter = NonZeroU32::new(limits.rate_limit_per_second).map(|rate| {
-            let burst = NonZeroU32::new(limits.rate_limit_burst).unwrap_or(rate);
-            RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst))
-        });
+    pub(crate) fn new(limits: &Limits, throttles: Arc<Throttles>) -> Admission {
         Admission {
             connections: PerAddress::new(limits.max_connections_per_address),
             requests: PerAddress::new(limits.max_concurrent_requests_per_address),
             uploads: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_uploads)),
             max_uploads: limits.max_concurrent_uploads,
             uploads_per_address: PerAddress::new(limits.max_concurrent_uploads_per_address),
-            limiter,
+            throttles,
         }
     }
 
-    /// The rate check of one message from `peer`: over the rate, it is refused with the time
-    /// after which the next one passes.
-    pub(crate) fn check_rate(&self, peer: SocketAddr) -> Result<(), ApiError> {
-        let Some(limiter) = &self.limiter else {
-            return Ok(());
-        };
-        limiter
-            .check_key(&PeerAddress::of(peer))
-            .map_err(|not_until| {
-                crate::metrics::refused("rate_limited");
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                ApiError::RateLimited {
-                    retry_after: retry_after_secs(wait),
-                }
-            })
+    /// The throttle of `kind` for one request from `peer`: over it, the request is refused
+    /// with the time after which the next one passes.
+    pub(crate) fn throttle(&self, kind: Kind, peer: SocketAddr) -> Result<(), ApiError> {
+        Ok(self.throttles.check(kind, PeerAddress::of(peer), None)?)
     }
 
-    /// Admits one request from `peer`: the rate check, then one of the address's
+    /// Admits one NLIP message from `peer`: its throttle, then one of the address's
     /// request slots, held until the guard drops.
     pub(crate) fn admit(&self, peer: SocketAddr) -> Result<AddressGuard, ApiError> {
-        self.check_rate(peer)?;
+        self.throttle(Kind::Messages, peer)?;
+        self.slot(peer)
+    }
+
+    fn slot(&self, peer: SocketAddr) -> Result<AddressGuard, ApiError> {
         self.requests
             .try_acquire(PeerAddress::of(peer))
             .ok_or_else(|| {
@@ -173,10 +160,12 @@ impl Admission {
             })
     }
 
-    /// Admits one upload from `peer`: as a request ([`Admission::admit`]), then one of the
-    /// server's and one of the address's upload slots; none is waited for.
+    /// Admits one upload from `peer`: the uploads' throttle, one of the address's request
+    /// slots, then one of the server's and one of the address's upload slots; none is waited
+    /// for.
     pub(crate) fn admit_upload(&self, peer: SocketAddr) -> Result<UploadSlot, ApiError> {
-        let request = self.admit(peer)?;
+        self.throttle(Kind::Uploads, peer)?;
+        let request = self.slot(peer)?;
         let busy = |limit| {
             crate::metrics::refused("too_many_uploads");
             ApiError::TooManyUploads { limit }
@@ -195,19 +184,11 @@ impl Admission {
         })
     }
 
-    /// Forgets rate-limiter state of addresses that have been quiet for a while; called
-    /// periodically so the limiter's table does not grow with every address ever seen.
+    /// Forgets the throttles' state of sources that have been quiet for a while; called
+    /// periodically so their tables do not grow with every address ever seen.
     pub(crate) fn forget_quiet(&self) {
-        if let Some(limiter) = &self.limiter {
-            limiter.retain_recent();
-            limiter.shrink_to_fit();
-        }
+        self.throttles.forget_quiet();
     }
-}
-
-/// Whole seconds, at least one: what a `Retry-After` header holds.
-fn retry_after_secs(wait: Duration) -> u64 {
-    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 #[cfg(test)]
@@ -256,28 +237,28 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_limit_counts_per_address_and_says_when_to_retry() {
+    fn the_message_rate_counts_per_address_and_says_when_to_retry() {
         let limits = Limits {
             rate_limit_per_second: 1,
             rate_limit_burst: 2,
             ..Limits::default()
         };
-        let admission = Admission::new(&limits);
+        let throttles = Arc::new(Throttles::new(&limits, &crate::config::Throttle::off()));
+        let admission = Admission::new(&limits, throttles);
         let one = addr("127.0.0.1:5");
-        assert!(admission.check_rate(one).is_ok());
-        assert!(admission.check_rate(one).is_ok());
-        match admission.check_rate(one) {
-            Err(ApiError::RateLimited { retry_after }) => assert!(retry_after >= 1),
+        assert!(admission.admit(one).is_ok());
+        assert!(admission.admit(one).is_ok());
+        match admission.admit(one) {
+            Err(ApiError::RateLimited(refused)) => {
+                assert_eq!(refused.kind, Kind::Messages);
+                assert!(refused.wait <= std::time::Duration::from_secs(1));
+            }
             other => panic!("expected rate_limited, got {other:?}"),
         }
-        assert!(admission.check_rate(addr("127.0.0.2:5")).is_ok());
-    }
-
-    #[test]
-    fn whole_seconds_round_up() {
-        assert_eq!(retry_after_secs(Duration::ZERO), 1);
-        assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
-        assert_eq!(retry_after_secs(Duration::from_secs(2)), 2);
-        assert_eq!(retry_after_secs(Duration::from_millis(2001)), 3);
+        assert!(admission.admit(addr("127.0.0.2:5")).is_ok());
+        assert!(
+            admission.admit_upload(one).is_ok(),
+            "uploads have a throttle of their own"
+        );
     }
 }

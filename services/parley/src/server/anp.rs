@@ -1,5 +1,5 @@
 //! `GET /anp`: the seed-002 framing over WebSocket (see `negotiation::anp`). Frames are answered
-//! in order, each under the request time limit and the per-address rate limit; pings keep the
+//! in order, each under the request time limit and the throttles; pings keep the
 //! connection alive, and a peer silent for three ping intervals, or one that does not read a
 //! reply or a ping within `limits.send_timeout_ms`, is disconnected. When the
 //! connection ends, a negotiation the peer left open ends too.
@@ -21,6 +21,8 @@ use super::websocket::{WS_READ_CHUNK, keep_alive, send_within};
 use crate::error::ApiError;
 use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
+use crate::throttle::Kind;
+use parley_anp::frame::{Frame, ProtocolType};
 
 /// The route's handler: upgrades, then runs the connection (which keeps its connection slot).
 pub(super) async fn upgrade(
@@ -101,14 +103,21 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
     tracing::debug!(%peer, "anp connection closed");
 }
 
-/// One frame's answer, under the rate and time limits.
+/// One frame's answer, under the throttles (every frame a message, a meta frame a negotiation
+/// message too; a natural-language frame meets the reasoner's throttle in the agent) and the
+/// time limit.
 async fn answer(
     state: &AppState,
     connection: &mut Connection,
     peer: SocketAddr,
     bytes: &[u8],
 ) -> Vec<Vec<u8>> {
-    if let Err(e) = state.check_rate(peer) {
+    let is_meta = Frame::decode(bytes).is_ok_and(|frame| frame.kind == ProtocolType::Meta);
+    let throttled = state.check_rate(peer).and_then(|()| match is_meta {
+        true => state.admission.throttle(Kind::Negotiations, peer),
+        false => Ok(()),
+    });
+    if let Err(e) = throttled {
         return vec![error_for(bytes, &e)];
     }
     let limit = state.limits.request_timeout_ms;

@@ -11,7 +11,7 @@ use futures::FutureExt as _;
 use parley_nlip::Message;
 
 use super::AppState;
-use crate::agent::bare_error;
+use crate::agent::{Reply, bare_error};
 use crate::error::ApiError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +78,20 @@ pub(super) fn error_response(
     encoding: Encoding,
     error: ApiError,
 ) -> Response<http_body_util::Full<Bytes>> {
-    let mut response = encoding.respond(error.status(), &bare_error(&error));
-    if let Some(seconds) = error.retry_after() {
+    let response = encoding.respond(error.status(), &bare_error(&error));
+    with_retry_after(response, error.retry_after())
+}
+
+/// The agent's reply as an HTTP response: its status, and its `Retry-After` when it has one.
+fn reply_response(encoding: Encoding, reply: &Reply) -> Response<http_body_util::Full<Bytes>> {
+    let response = encoding.respond(reply.status, &reply.message);
+    with_retry_after(response, reply.retry_after)
+}
+
+/// `response` with a `Retry-After` of `wait` in whole seconds, rounded up, when there is a wait.
+fn with_retry_after<B>(mut response: Response<B>, wait: Option<Duration>) -> Response<B> {
+    if let Some(wait) = wait {
+        let seconds = crate::throttle::whole_seconds(wait);
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -187,7 +199,7 @@ where
             Err(e) => return error_response(encoding, e),
         };
         let reply = state.answer(request, peer, "http").await;
-        encoding.respond(reply.status, &reply.message)
+        reply_response(encoding, &reply)
     };
     // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
     match std::panic::AssertUnwindSafe(exchange).catch_unwind().await {

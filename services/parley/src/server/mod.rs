@@ -6,8 +6,8 @@
 //! - `listener`: the accept loop both listeners run and its per-connection service, which
 //!   answers `POST /nlip` itself on the NLIP listener and hands every other request to the
 //!   listener's router (`app`, `upload_app`).
-//! - `admission`: what one client address may hold (connections, requests in flight) and its
-//!   request rate.
+//! - `admission`: what one client address may hold (connections, requests in flight) and the
+//!   throttles (`crate::throttle`) a request meets before it is read.
 //! - `http`: `POST /nlip` and the small HTTP end-points (metrics, 404, 405).
 //! - `health`: `/health/live`, `/health/ready` and `/health`, and the [`Readiness`] start-up
 //!   reports into.
@@ -54,7 +54,8 @@ pub struct AppState {
     pub limits: Limits,
     /// What `/health/ready` reports beyond the database.
     pub readiness: Arc<Readiness>,
-    /// Per-address connections, requests in flight and rate.
+    /// Per-address connections and requests in flight, and the throttles a request meets
+    /// before it is read.
     admission: Arc<admission::Admission>,
     /// `limits.max_concurrent_requests`: NLIP requests beyond it wait for a permit.
     permits: Arc<tokio::sync::Semaphore>,
@@ -69,9 +70,10 @@ pub struct AppState {
 impl AppState {
     pub fn new(agent: Arc<Agent>, limits: Limits, readiness: Arc<Readiness>) -> Self {
         let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent_requests));
+        let throttles = Arc::clone(agent.throttles());
         AppState {
             agent,
-            admission: Arc::new(admission::Admission::new(&limits)),
+            admission: Arc::new(admission::Admission::new(&limits, throttles)),
             limits,
             readiness,
             permits,
@@ -98,10 +100,12 @@ impl AppState {
         self.mcp.is_some()
     }
 
-    /// The rate check of one message from `peer` (a WebSocket message: its session already
-    /// counts as one of the address's connections, and answers one message at a time).
+    /// The throttle of one message from `peer` (a WebSocket message or an `/anp` frame: its
+    /// session already counts as one of the address's connections, and answers one message at
+    /// a time).
     pub(crate) fn check_rate(&self, peer: SocketAddr) -> Result<(), ApiError> {
-        self.admission.check_rate(peer)
+        self.admission
+            .throttle(crate::throttle::Kind::Messages, peer)
     }
 
     /// Runs the agent under the request timeout, in an `nlip.request` span (`transport`:
@@ -211,7 +215,7 @@ pub async fn serve(
         HotPath::None,
         wait(rx.clone()),
     );
-    // The rate limiter keeps a little state per address it has seen; addresses quiet for
+    // The throttles keep a little state per address and peer they have seen; those quiet for
     // longer than their burst takes to refill are forgotten once a minute.
     let forget = {
         let admission = Arc::clone(&state.admission);

@@ -41,6 +41,16 @@ fn killed_on_postgres_loses_nothing_acknowledged() {
         .expect("test database dropped");
 }
 
+/// The flags that lift the message rate and the throttles of one address.
+const UNTHROTTLED: &[&str] = &[
+    "--rate-limit",
+    "0",
+    "--throttle-negotiations-per-address",
+    "0",
+    "--throttle-model-calls-per-address",
+    "0",
+];
+
 fn killed_mid_work_loses_nothing_acknowledged(database_url: Option<&str>) {
     let provider_dir = tempfile::tempdir().expect("tempdir");
     let requesters = tempfile::tempdir().expect("tempdir");
@@ -55,9 +65,9 @@ fn killed_mid_work_loses_nothing_acknowledged(database_url: Option<&str>) {
         })
     };
 
-    // The talkers and requesters all come from one address: no rate limit, which is not what
-    // this test is about.
-    let (mut provider, url) = serve(&["--rate-limit", "0"]);
+    // The talkers and requesters all come from one address: no rate limit and no throttles,
+    // which are not what this test is about.
+    let (mut provider, url) = serve(UNTHROTTLED);
     let negotiating: Vec<(PathBuf, Child)> = variants
         .iter()
         .enumerate()
@@ -107,7 +117,8 @@ fn killed_mid_work_loses_nothing_acknowledged(database_url: Option<&str>) {
     // Interrupted negotiations are ended by the next server once older than its request time
     // limit: give it a short one and let that much pass.
     std::thread::sleep(Duration::from_millis(2_500));
-    let (provider, url) = serve(&["--rate-limit", "0", "--request-timeout-ms", "2000"]);
+    let restarted = [UNTHROTTLED, &["--request-timeout-ms", "2000"]].concat();
+    let (provider, url) = serve(&restarted);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let store = runtime.block_on(open_store(provider_dir.path(), database_url));
     runtime.block_on(async {

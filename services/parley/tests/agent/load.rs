@@ -63,13 +63,15 @@ impl Tally {
 async fn thousands_of_messages_with_negotiations_leave_no_errors_and_bounded_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("load.toml");
-    // Everything comes from 127.0.0.1: the per-address limits allow the whole load, and a
-    // request may take as long as the first negotiation's compile of the sandbox on a slow
-    // machine.
+    // Everything comes from 127.0.0.1: the per-address limits and the throttles allow the
+    // whole load (thousands of messages for the reasoner among it), and a request may take as
+    // long as the first negotiation's compile of the sandbox on a slow machine.
     std::fs::write(
         &config,
         "[limits]\nrate_limit_per_second = 0\nmax_connections_per_address = 1024\n\
-         max_concurrent_requests_per_address = 1024\nrequest_timeout_ms = 180000\n",
+         max_concurrent_requests_per_address = 1024\nrequest_timeout_ms = 180000\n\
+         [throttle.negotiations]\nper_address = { per_minute = 0, burst = 0 }\n\
+         [throttle.model_calls]\nper_address = { per_minute = 0, burst = 0 }\n",
     )
     .expect("config");
     let data = dir.path().join("server");

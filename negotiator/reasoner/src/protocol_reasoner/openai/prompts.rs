@@ -1,8 +1,10 @@
 //! The prompts of [`super::OpenAiProtocolReasoner`], one per operation.
 //!
 //! One system prompt per operation, fixed text (cache-friendly on endpoints with prompt
-//! caching); the per-call material goes in the user message, peer text between tags so the model
-//! can tell the document from our instructions.
+//! caching) ending with the rules on untrusted data; the per-call material goes in the user
+//! message, everything the other agent wrote or caused (its protocol, test cases, reports, the
+//! handler and failures derived from them) in blocks of a boundary drawn for the prompt, which
+//! the material cannot close (`crate::untrusted::Boundary`).
 
 use parley_anp::protocol::ProtocolDoc;
 use parley_mapping::Mapping;
@@ -10,6 +12,7 @@ use serde_json::Value;
 
 use crate::planner::DeclaredCapability;
 use crate::protocol_reasoner::GeneratedHandler;
+use crate::untrusted::{Boundary, TAGGED_DATA_RULES};
 
 /// One request's two messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,16 +96,25 @@ fn capabilities_json(capabilities: &[DeclaredCapability]) -> String {
     serde_json::to_string_pretty(capabilities).unwrap_or_else(|_| "[]".into())
 }
 
+/// A prompt of `system` (fixed text, then the rules on untrusted blocks) and `user`.
+fn prompt(system: &str, user: String) -> Prompt {
+    Prompt {
+        system: format!("{system}{TAGGED_DATA_RULES}"),
+        user,
+    }
+}
+
 /// Accept, counter or reject `doc`.
 pub(super) fn evaluate(doc: &ProtocolDoc, capabilities: &[DeclaredCapability]) -> Prompt {
-    Prompt {
-        system: format!("{EVALUATE_SYSTEM}{DOC_FORMAT}"),
-        user: format!(
-            "The provider's capabilities (JSON):\n{}\n\nThe proposed protocol:\n<protocol>\n{}\n</protocol>",
+    let b = Boundary::around(&[doc.text()]);
+    prompt(
+        &format!("{EVALUATE_SYSTEM}{DOC_FORMAT}"),
+        format!(
+            "The provider's capabilities (JSON):\n{}\n\nThe proposed protocol:\n{}",
             capabilities_json(capabilities),
-            doc.text()
+            b.wrap("protocol", doc.text())
         ),
-    }
+    )
 }
 
 /// The handler of an agreed protocol; `mapping` names the capability an accept chose.
@@ -118,14 +130,15 @@ pub(super) fn generate(
         ),
         None => String::new(),
     };
-    Prompt {
-        system: HANDLER_SYSTEM.to_owned(),
-        user: format!(
-            "The provider's capabilities (JSON):\n{}{hint}\n\nThe agreed protocol:\n<protocol>\n{}\n</protocol>\n\nWrite its handler.",
+    let b = Boundary::around(&[doc.text()]);
+    prompt(
+        HANDLER_SYSTEM,
+        format!(
+            "The provider's capabilities (JSON):\n{}{hint}\n\nThe agreed protocol:\n{}\n\nWrite its handler.",
             capabilities_json(capabilities),
-            doc.text()
+            b.wrap("protocol", doc.text())
         ),
-    }
+    )
 }
 
 /// A corrected handler after `previous` failed with `failure`.
@@ -135,48 +148,50 @@ pub(super) fn fix(
     previous: &GeneratedHandler,
     failure: &str,
 ) -> Prompt {
+    let b = Boundary::around(&[doc.text(), &previous.source, failure]);
     let user = format!(
-        "The provider's capabilities (JSON):\n{}\n\nThe agreed protocol:\n<protocol>\n{}\n</protocol>\n\n\
-         The current handler (grants: {}):\n<handler>\n{}\n</handler>\n\n\
-         It failed:\n<failure>\n{}\n</failure>\n\n\
+        "The provider's capabilities (JSON):\n{}\n\nThe agreed protocol:\n{}\n\n\
+         The current handler (grants: {}):\n{}\n\n\
+         It failed:\n{}\n\n\
          Fix the handler so that it no longer fails and still follows the protocol. Return the \
          complete corrected handler.",
         capabilities_json(capabilities),
-        doc.text(),
+        b.wrap("protocol", doc.text()),
         serde_json::to_string(&previous.grants).unwrap_or_else(|_| "[]".into()),
-        previous.source,
-        failure
+        b.wrap("handler", &previous.source),
+        b.wrap("failure", failure),
     );
-    Prompt {
-        system: HANDLER_SYSTEM.to_owned(),
-        user,
-    }
+    prompt(HANDLER_SYSTEM, user)
 }
 
 /// A first protocol document for a requirement and the schemas of what is sent and wanted back.
 pub(super) fn draft(requirement: &str, input_schema: &Value, output_schema: &Value) -> Prompt {
-    Prompt {
-        system: format!(
+    let b = Boundary::around(&[requirement]);
+    prompt(
+        &format!(
             "{DRAFT_SYSTEM}{DOC_FORMAT}\nAnswer with one JSON object and nothing else: \
              {{\"protocol\": \"<the complete markdown document>\"}}."
         ),
-        user: format!(
-            "Requirement:\n<requirement>\n{requirement}\n</requirement>\n\n\
+        format!(
+            "Requirement:\n{}\n\n\
              What the requester sends (JSON Schema):\n{input_schema:#}\n\n\
-             What it wants back (JSON Schema):\n{output_schema:#}"
+             What it wants back (JSON Schema):\n{output_schema:#}",
+            b.wrap("requirement", requirement)
         ),
-    }
+    )
 }
 
 /// Accept, counter or reject test cases proposed for an agreed protocol.
 pub(super) fn test_cases(doc: &ProtocolDoc, test_cases: &str) -> Prompt {
-    Prompt {
-        system: TEST_CASES_SYSTEM.to_owned(),
-        user: format!(
-            "The agreed protocol:\n<protocol>\n{}\n</protocol>\n\nThe proposed test cases:\n<test-cases>\n{test_cases}\n</test-cases>",
-            doc.text()
+    let b = Boundary::around(&[doc.text(), test_cases]);
+    prompt(
+        TEST_CASES_SYSTEM,
+        format!(
+            "The agreed protocol:\n{}\n\nThe proposed test cases:\n{}",
+            b.wrap("protocol", doc.text()),
+            b.wrap("test-cases", test_cases)
         ),
-    }
+    )
 }
 
 /// Accept or decline a provider's corrections of the requester's test expectations.
@@ -185,12 +200,15 @@ pub(super) fn review_fix(
     description: &str,
     corrections: &[parley_anp::fix::Correction],
 ) -> Prompt {
-    Prompt {
-        system: REVIEW_FIX_SYSTEM.to_owned(),
-        user: format!(
-            "The agreed protocol:\n<protocol>\n{}\n</protocol>\n\nThe provider's report:\n<report>\n{description}\n</report>\n\nThe differences (JSON):\n{}",
-            doc.text(),
-            serde_json::to_string_pretty(corrections).unwrap_or_else(|_| "[]".into())
+    let corrections = serde_json::to_string_pretty(corrections).unwrap_or_else(|_| "[]".into());
+    let b = Boundary::around(&[doc.text(), description, &corrections]);
+    prompt(
+        REVIEW_FIX_SYSTEM,
+        format!(
+            "The agreed protocol:\n{}\n\nThe provider's report:\n{}\n\nThe differences (JSON):\n{}",
+            b.wrap("protocol", doc.text()),
+            b.wrap("report", description),
+            b.wrap("differences", &corrections)
         ),
-    }
+    )
 }

@@ -15,7 +15,8 @@
 //!   hello does not announce it.
 //!
 //! Every failure is an **error frame**: the header of the frame it answers (meta for one that
-//! has none) and `{"error": {"code", "message"}}`, with the stable codes of NLIP's errors plus
+//! has none) and `{"error": {"code", "message"}}` (and `retry_after_ms` when a throttle refused
+//! it), with the stable codes of NLIP's errors plus
 //! `malformed_frame`, `no_protocol` and `unsupported_protocol_type`.
 
 use std::net::SocketAddr;
@@ -160,7 +161,7 @@ impl Connection {
             .await
             .message;
         if let Some(error) = ErrorInfo::from_message(&reply) {
-            return error_frame(kind, &error.code, error.message);
+            return encode_json(kind, &info_value(&error));
         }
         encode(kind, reply.text_content().unwrap_or_default().as_bytes())
     }
@@ -171,9 +172,17 @@ pub fn error_value(code: &str, message: impl std::fmt::Display) -> Value {
     json!({"error": {"code": code, "message": message.to_string()}})
 }
 
+/// `{"error": {"code", "message", "retry_after_ms"?}}`: an NLIP error's fields in a frame.
+fn info_value(info: &ErrorInfo) -> Value {
+    let mut value = error_value(&info.code, &info.message);
+    if let Some(ms) = info.retry_after_ms {
+        value["error"]["retry_after_ms"] = Value::from(ms);
+    }
+    value
+}
+
 fn api_error_value(error: &ApiError) -> Value {
-    let info = error.to_info();
-    error_value(&info.code, info.message)
+    info_value(&error.to_info())
 }
 
 /// An error frame of `kind`.
