@@ -9,12 +9,14 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+pub mod access;
 mod limits;
 mod listen;
 mod mcp;
 mod negotiation;
 pub mod tls;
 
+pub use access::{AccessSettings, AnonymousAccess};
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 pub use mcp::McpSettings;
@@ -151,6 +153,8 @@ pub struct Settings {
     pub mcp: McpSettings,
     /// TLS on the listeners, and what the server's own outgoing calls trust.
     pub tls: TlsSettings,
+    /// Who may do what: anonymous peers, the peers file.
+    pub access: AccessSettings,
 }
 
 impl Default for Settings {
@@ -173,6 +177,7 @@ impl Default for Settings {
             ethics_statement: None,
             mcp: McpSettings::default(),
             tls: TlsSettings::default(),
+            access: AccessSettings::default(),
         }
     }
 }
@@ -262,6 +267,8 @@ pub struct ServeArgs {
     pub serve_mcp: Option<bool>,
     #[command(flatten)]
     pub tls: tls::TlsArgs,
+    #[command(flatten)]
+    pub access: access::AccessArgs,
 }
 
 impl Settings {
@@ -300,6 +307,7 @@ impl Settings {
             serve_mcp => mcp.serve,
         );
         args.tls.apply(&mut s.tls);
+        args.access.apply(&mut s.access);
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
                 return Err(invalid(
@@ -364,6 +372,7 @@ impl Settings {
         self.negotiation.validate()?;
         self.mcp.validate()?;
         self.tls.validate()?;
+        self.access.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;

@@ -72,8 +72,8 @@ impl Encoding {
     }
 }
 
-/// An error as an HTTP response: its status, its NLIP form, and a `Retry-After` when the same
-/// request may pass later.
+/// An error as an HTTP response: its status, its NLIP form, a `Retry-After` when the same
+/// request may pass later, and the scheme to authenticate with when its credential was refused.
 pub(super) fn error_response(
     encoding: Encoding,
     error: ApiError,
@@ -83,6 +83,12 @@ pub(super) fn error_response(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    if matches!(error, ApiError::Unauthenticated(_)) {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"parley\""),
+        );
     }
     response
 }
@@ -147,7 +153,7 @@ where
 }
 
 /// One NLIP message over HTTP: the panic guard, the address's admission (rate, requests in
-/// flight), the concurrency permit, then the exchange.
+/// flight), the caller's credentials, the concurrency permit, then the exchange.
 pub(super) async fn nlip_post<B>(
     state: &AppState,
     peer: SocketAddr,
@@ -158,13 +164,10 @@ where
     B::Error: std::fmt::Display,
 {
     let exchange = async {
-        // Only the Content-Type is needed: it is read in place, and the rest of the head is
-        // dropped before the first await rather than carried through the exchange.
-        let (encoding, body) = {
-            let (parts, body) = request.into_parts();
-            (Encoding::of(&parts.headers), body)
-        };
-        let encoding = match encoding {
+        // Only the Content-Type and the credentials are needed: they are read in place, and
+        // the rest of the head is dropped before the body is read.
+        let (parts, body) = request.into_parts();
+        let encoding = match Encoding::of(&parts.headers) {
             Ok(e) => e,
             Err(e) => return error_response(Encoding::Json, e),
         };
@@ -173,6 +176,12 @@ where
         // (`acquire` only fails on a closed semaphore, and nothing closes this one.)
         let _address = match state.admission.admit(peer) {
             Ok(guard) => guard,
+            Err(e) => return error_response(encoding, e),
+        };
+        let caller = state.caller(peer, &parts.headers, &parts.extensions).await;
+        drop(parts);
+        let caller = match caller {
+            Ok(caller) => caller,
             Err(e) => return error_response(encoding, e),
         };
         let _permit = state.permits.acquire().await.ok();
@@ -186,7 +195,7 @@ where
             Ok(m) => m,
             Err(e) => return error_response(encoding, e),
         };
-        let reply = state.answer(request, peer, "http").await;
+        let reply = state.answer(request, &caller, "http").await;
         encoding.respond(reply.status, &reply.message)
     };
     // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.
