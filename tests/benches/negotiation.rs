@@ -798,8 +798,7 @@ impl Driver {
             }
             Op::Handle(message) => {
                 // As an anonymous peer of the server (allowed everything in the benchmarks).
-                let caller =
-                    parley::peer::Caller::new(self.peer, self.agent.access().anonymous());
+                let caller = parley::peer::Caller::new(self.peer, self.agent.access().anonymous());
                 let reply = self.agent.handle(message, &caller).await;
                 check_reply(message, &reply.message)
             }

@@ -307,7 +307,9 @@ impl Capabilities {
     /// Whether `name` may be called now, as the installed [`CallGuard`] decides (every name
     /// when none is installed): what a reasoner offers is what it may call.
     pub fn permits(&self, name: &str) -> bool {
-        self.guard.get().is_none_or(|guard| guard.check(name).is_ok())
+        self.guard
+            .get()
+            .is_none_or(|guard| guard.check(name).is_ok())
     }
 
     /// Counts the changes of the set since it was loaded.
@@ -347,8 +349,10 @@ impl Capabilities {
     pub fn summary(&self) -> String {
         let mut out = format!("{}: {}\n", self.agent.name, self.agent.description);
         let permitted: Vec<_> = self.iter().filter(|c| self.permits(&c.name)).collect();
-        if permitted.is_empty() {
+        if self.is_empty() {
             out.push_str("No capabilities are declared.\n");
+        } else if permitted.is_empty() {
+            out.push_str("No capabilities may be used on this peer's behalf.\n");
         }
         for c in permitted {
             let fields = input_fields(&c.input_schema);

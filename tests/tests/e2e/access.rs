@@ -173,7 +173,7 @@ async fn a_protocol_is_called_by_the_peer_that_agreed_it_and_needs_its_capabilit
         .await
         .expect("the negotiation runs");
     assert_ne!(refused.outcome, Outcome::Agreed);
-    let transcript = serde_json::to_string(&refused.transcript).expect("JSON");
+    let transcript = format!("{:?}", refused.transcript);
     assert!(
         transcript.contains("not yours") && transcript.contains("you may"),
         "the refusal says which capabilities the peer may use: {transcript}"
@@ -194,8 +194,13 @@ async fn a_protocol_is_called_by_the_peer_that_agreed_it_and_needs_its_capabilit
     let own = reqwest::Client::new();
     let (status, _, reply, _) = post(&own, &app.url(), None, &call_of(&agreed.hash)).await;
     assert_eq!(status, 200, "the negotiating peer calls it: {reply}");
-    let (status, _, reply, error) =
-        post(&client_from(OTHER), &app.url(), None, &call_of(&agreed.hash)).await;
+    let (status, _, reply, error) = post(
+        &client_from(OTHER),
+        &app.url(),
+        None,
+        &call_of(&agreed.hash),
+    )
+    .await;
     assert_eq!(status, 403, "another peer does not: {reply}");
     assert_eq!(error.expect("an NLIP error").code, "forbidden");
     app.stop().await;
@@ -236,7 +241,7 @@ async fn a_model_told_to_call_a_capability_the_peer_may_not_use_calls_nothing() 
     let (_, _, reply, _) = post(&reqwest::Client::new(), &app.url(), None, &body).await;
     let requests = model.requests();
     assert!(
-        requests[0].body.get("tools").is_none(),
+        requests[0].body.get("tools").is_none_or(Value::is_null),
         "a talk-only peer is offered no tool: {}",
         requests[0].body
     );
@@ -300,6 +305,100 @@ async fn mcp_lists_only_what_the_caller_may_call() {
     .expect("JSON");
     assert_eq!(called["result"]["isError"], true, "{called}");
     assert!(called.to_string().contains("forbidden"), "{called}");
+    app.stop().await;
+}
+
+/// Declares peer `id` in `store` with `grants`, as `parley peers add` does: its bearer header.
+async fn add_peer(
+    store: &std::sync::Arc<dyn parley_store::Store>,
+    id: &str,
+    grants: Value,
+) -> String {
+    let key = parley_auth::ApiKey::generate().expect("a key");
+    let stored = key.stored();
+    store
+        .add_peer(parley_store::NewPeer {
+            id: id.to_owned(),
+            key_id: Some(stored.key_id),
+            key_digest: Some(stored.digest),
+            grants,
+        })
+        .await
+        .expect("the peer is declared");
+    format!("Bearer {}", key.reveal())
+}
+
+#[tokio::test]
+async fn a_key_from_the_store_works_at_once_owns_its_conversations_and_stops_when_revoked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = settings_with(dir.path(), Grants::talk_only());
+    let app = TestApp::spawn(&settings).await;
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the server's store");
+    let shop = add_peer(
+        &store,
+        "shop",
+        json!({"talk": true, "capabilities": ["getProductInfo"]}),
+    )
+    .await;
+    let other = add_peer(&store, "other", json!({"talk": true})).await;
+    let client = reqwest::Client::new();
+
+    let (status, _, reply, _) = post(&client, &app.url(), Some(&shop), &tool_call()).await;
+    assert_eq!(
+        status, 200,
+        "a key added on the running server works: {reply}"
+    );
+    let (status, _, _, _) = post(&client, &app.url(), None, &tool_call()).await;
+    assert_eq!(status, 403, "anonymous peers still may not");
+    let orders = json!({"format": "structured", "subformat": "json",
+        "content": {"tool": "getOrderStatus", "arguments": {"orderId": "O-1001"}}});
+    let (status, _, reply, error) = post(&client, &app.url(), Some(&shop), &orders).await;
+    assert_eq!(status, 403, "{reply}");
+    let error = error.expect("an NLIP error");
+    assert!(
+        error
+            .message
+            .contains("use the capabilities getProductInfo"),
+        "{}",
+        error.message
+    );
+
+    // The conversation is the key's, wherever it connects from.
+    let first = Message::text("english", "hello").with_submessage(parley_nlip::Submessage::new(
+        parley_nlip::Format::Token,
+        "conversation_client",
+        "c-1",
+    ));
+    let first = parley_nlip::to_json_value(&first);
+    let (status, _, reply, _) = post(&client, &app.url(), Some(&shop), &first).await;
+    assert_eq!(status, 200, "{reply}");
+    let own = parley_nlip::from_json_value(&reply)
+        .expect("a message")
+        .tokens()
+        .find(|t| t.subformat == "conversation_parley")
+        .expect("Parley's conversation token")
+        .clone();
+    let again = parley_nlip::to_json_value(&Message::text("english", "again").with_submessage(own));
+    let (status, _, reply, _) = post(&client_from(OTHER), &app.url(), Some(&shop), &again).await;
+    assert_eq!(status, 200, "the same peer from another address: {reply}");
+    for (who, authorization) in [("another key", Some(other.as_str())), ("anonymous", None)] {
+        let (status, _, reply, error) = post(&client, &app.url(), authorization, &again).await;
+        assert_eq!(status, 422, "{who}: {reply}");
+        assert_eq!(error.expect("an NLIP error").code, "unknown_conversation");
+    }
+
+    store.revoke_peer("shop").await.expect("revoked");
+    tokio::time::sleep(parley::access::KEY_TTL + std::time::Duration::from_millis(300)).await;
+    let (status, challenge, reply, error) =
+        post(&client, &app.url(), Some(&shop), &tool_call()).await;
+    assert_eq!(
+        status, 401,
+        "a revoked key stops on the running server: {reply}"
+    );
+    assert!(challenge.is_some());
+    assert_eq!(error.expect("an NLIP error").code, "unauthenticated");
     app.stop().await;
 }
 

@@ -247,9 +247,31 @@ impl Access {
         Ok(found)
     }
 
+    /// The store's peer of `key_id`. A row whose digest or grants do not read (written by
+    /// something other than `parley peers`) names no usable peer: logged, and refused.
     async fn store_key(&self, key_id: &str) -> Result<Option<KeyPeer>, ApiError> {
-        let _ = (&self.store, key_id);
-        Ok(None)
+        let Some(record) = self.store.peer_by_key_id(key_id).await? else {
+            return Ok(None);
+        };
+        let grants = match serde_json::from_value::<Grants>(record.grants) {
+            Ok(grants) => grants,
+            Err(e) => {
+                tracing::warn!(peer = %record.id, error = %e, "a stored peer's grants do not read; its key is refused");
+                return Ok(None);
+            }
+        };
+        let Some(digest) = record.key_digest else {
+            return Ok(None);
+        };
+        Ok(Some(KeyPeer {
+            id: record.id,
+            key: StoredKey {
+                key_id: key_id.to_owned(),
+                digest,
+            },
+            grants,
+            revoked: record.revoked_at.is_some(),
+        }))
     }
 
     fn certificate(&self, identity: &PeerIdentity) -> Principal {
@@ -270,7 +292,9 @@ impl Access {
         }
         let refused = || {
             Err(ApiError::Forbidden(
-                caller.principal.refusal(Action::Protocol { hash, own: false }),
+                caller
+                    .principal
+                    .refusal(Action::Protocol { hash, own: false }),
             ))
         };
         // An anonymous peer that may not negotiate owns nothing: refused without a lookup.
@@ -330,8 +354,7 @@ impl parley_capabilities::CallGuard for CallerGuard {
         let refusal = CALLER
             .try_with(|caller| {
                 let action = Action::Capability(capability);
-                (!caller.principal.grants.allows(action))
-                    .then(|| caller.principal.refusal(action))
+                (!caller.principal.grants.allows(action)).then(|| caller.principal.refusal(action))
             })
             .ok()
             .flatten();
@@ -360,4 +383,109 @@ pub fn current_may_use<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn access(dir: &std::path::Path) -> Access {
+        let url = format!("sqlite://{}?mode=rwc", dir.join("a.db").display());
+        let store = parley_store::connect(&url, Default::default())
+            .await
+            .expect("store");
+        Access::new(Grants::talk_only(), store)
+    }
+
+    fn header(value: &str) -> HeaderValue {
+        HeaderValue::from_str(value).expect("a header value")
+    }
+
+    #[tokio::test]
+    async fn credentials_resolve_to_their_peer_and_wrong_ones_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let access = access(dir.path()).await;
+        let anonymous = access.resolve(None, None).await.expect("anonymous");
+        assert!(
+            Arc::ptr_eq(&anonymous, &access.anonymous()),
+            "shared, no allocation"
+        );
+
+        let key = ApiKey::generate().expect("a key");
+        let stored = key.stored();
+        access
+            .store
+            .add_peer(parley_store::NewPeer {
+                id: "shop".into(),
+                key_id: Some(stored.key_id.clone()),
+                key_digest: Some(stored.digest.clone()),
+                grants: serde_json::json!({"negotiate": true}),
+            })
+            .await
+            .expect("a peer");
+        let bearer = header(&format!("Bearer {}", key.reveal()));
+        let shop = access.resolve(Some(&bearer), None).await.expect("the key");
+        assert_eq!(shop.id.as_deref(), Some("shop"));
+        assert_eq!(shop.scheme, Scheme::ApiKey);
+        assert!(shop.grants.negotiate && !shop.grants.talk);
+
+        let other = ApiKey::generate().expect("a key");
+        let forged = format!("Bearer parley_{}_{}", stored.key_id, {
+            let text = other.reveal();
+            text.rsplit('_').next().expect("a secret").to_owned()
+        });
+        for wrong in ["Basic eDp5", "Bearer nope", forged.as_str()] {
+            let refused = access.resolve(Some(&header(wrong)), None).await;
+            assert!(
+                matches!(refused, Err(ApiError::Unauthenticated(_))),
+                "{wrong}: {refused:?}"
+            );
+        }
+
+        access.store.revoke_peer("shop").await.expect("revoked");
+        tokio::time::sleep(KEY_TTL).await;
+        let revoked = access.resolve(Some(&bearer), None).await;
+        assert!(matches!(revoked, Err(ApiError::Unauthenticated(m)) if m.contains("revoked")));
+
+        let named = PeerIdentity::client_certificate("agent-b".into());
+        let b = access.resolve(None, Some(&named)).await.expect("a name");
+        assert_eq!(
+            (b.id.as_deref(), b.scheme, &b.grants),
+            (
+                Some("agent-b"),
+                Scheme::ClientCertificate,
+                &Grants::talk_only()
+            )
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_what_the_peer_may_do_instead() {
+        let anonymous = Principal {
+            id: None,
+            scheme: Scheme::Anonymous,
+            grants: Grants::talk_only(),
+        };
+        let text = anonymous.refusal(Action::Negotiate);
+        assert!(text.starts_with("you may not negotiate"), "{text}");
+        assert!(text.contains("you may talk in natural language"), "{text}");
+        assert!(text.contains("API key"), "{text}");
+        let peer = Principal {
+            id: Some("shop".into()),
+            scheme: Scheme::ApiKey,
+            grants: Grants {
+                negotiate: true,
+                capabilities: Scope::of(["a", "b"]),
+                ..Grants::default()
+            },
+        };
+        let text = peer.refusal(Action::Capability("c"));
+        assert!(text.contains("use the capabilities a, b"), "{text}");
+        assert!(text.contains("call the protocols you agreed"), "{text}");
+        assert!(!text.contains("API key"), "{text}");
+        assert_eq!(
+            describe(&Grants::default()),
+            "you may do nothing here.".to_owned()
+        );
+    }
 }

@@ -21,9 +21,9 @@ use super::http::{Encoding, error_response};
 use super::listener::ConnectionSlot;
 use super::websocket::{WS_READ_CHUNK, keep_alive, send_within};
 use crate::error::ApiError;
-use crate::peer::Caller;
 use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
+use crate::peer::Caller;
 
 /// The route's handler: upgrades, then runs the connection (which keeps its connection slot).
 /// The caller is resolved from the upgrade request's credentials; a wrong one is refused with
@@ -35,7 +35,10 @@ pub(super) async fn upgrade(
     slot: Option<Extension<ConnectionSlot>>,
     request: Parts,
 ) -> Response {
-    let caller = match state.caller(peer, &request.headers, &request.extensions).await {
+    let caller = match state
+        .caller(peer, &request.headers, &request.extensions)
+        .await
+    {
         Ok(caller) => caller,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };

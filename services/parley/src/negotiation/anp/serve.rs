@@ -28,8 +28,8 @@ use parley_anp::ProtocolHash;
 use parley_nlip::{ErrorInfo, Message};
 use serde_json::{Value, json};
 
-use crate::agent::Agent;
 use crate::access::Action;
+use crate::agent::Agent;
 use crate::error::ApiError;
 use crate::peer::Caller;
 use parley_anp::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
@@ -151,7 +151,10 @@ impl Connection {
             );
         };
         let access = self.agent.access();
-        if let Err(e) = access.may_call_protocol(&self.caller, &hash.to_string()).await {
+        if let Err(e) = access
+            .may_call_protocol(&self.caller, &hash.to_string())
+            .await
+        {
             return encode_application(&api_error_value(&e), frame.bare);
         }
         let answer = Box::pin(self.agent.provider().application(
