@@ -24,8 +24,10 @@
 //!   framings: `nlip`, how the meta-protocol rides in NLIP messages, and `anp`, seed 002's
 //!   frames with their protocol-type header.
 //! - [`expiry`]: the background sweep that deletes idle conversations and their state.
-//! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
-//!   per-address limits and of conversation binding.
+//! - [`peer`]: who a peer is: its address (IPv6 by /64), the unit of the per-address limits,
+//!   and the [`peer::Caller`] (address and principal) conversations and agreements belong to.
+//! - [`access`]: who a request comes from (an API key, a client certificate, or anonymous) and
+//!   what it may do; the task-local caller every capability call is checked against.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
