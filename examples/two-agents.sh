@@ -114,11 +114,14 @@ finish() {
 trap finish EXIT
 
 step "start the provider (:$PROVIDER_PORT, examples/capabilities.toml), the requester (:$REQUESTER_PORT) and the weather network (:$STATIONS_PORT, examples/seed003)"
-provider_pid=$(start_agent provider "$PROVIDER_PORT" --capabilities "$ROOT/examples/capabilities.toml")
+# The story's requester is anonymous to the provider and the weather network: both let anonymous
+# peers negotiate and call (the default lets them only talk).
+provider_pid=$(start_agent provider "$PROVIDER_PORT" --capabilities "$ROOT/examples/capabilities.toml" \
+  --anonymous-access all)
 requester_pid=$(start_agent requester "$REQUESTER_PORT")
 # The weather network logs the notes it is told to its own upload end-point.
 stations_pid=$(STATION_LOG_URL=http://127.0.0.1:$((STATIONS_PORT + 1)) start_agent stations \
-  "$STATIONS_PORT" --capabilities "$ROOT/examples/seed003/capabilities.toml")
+  "$STATIONS_PORT" --capabilities "$ROOT/examples/seed003/capabilities.toml" --anonymous-access all)
 wait_ready provider "$PROVIDER_PORT" "$provider_pid"
 wait_ready requester "$REQUESTER_PORT" "$requester_pid"
 wait_ready stations "$STATIONS_PORT" "$stations_pid"

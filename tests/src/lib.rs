@@ -61,7 +61,8 @@ pub fn free_port() -> std::io::Result<u16> {
 /// with `role_env=parley` (its `main` then calls `parley::cli::main`), NLIP on `listen`, uploads
 /// on another free loopback port, SQLite in `data_dir`, the example capabilities, the
 /// per-address limits and the throttles lifted (see [`lift_per_address_limits`]; a config file
-/// in `data_dir` says so), run from the repository root. The caller adds stdio and spawns it.
+/// in `data_dir` says so), anonymous peers allowed everything, run from the repository root. The
+/// caller adds stdio and spawns it.
 pub fn parley_serve_command(
     role_env: &str,
     listen: SocketAddr,
@@ -95,12 +96,14 @@ pub fn parley_serve_command(
         .arg(data_dir)
         .arg("--capabilities")
         .arg(example_capabilities())
+        .args(["--anonymous-access", "all"])
         .current_dir(repo_root());
     Ok(command)
 }
 
 /// Settings for a test server: ephemeral loopback ports, SQLite in `dir`, the example
-/// capabilities, the built-in reasoner.
+/// capabilities, the built-in reasoner, and anonymous peers allowed everything (the tests of
+/// access control say otherwise).
 pub fn test_settings(dir: &Path) -> Settings {
     let mut settings = Settings {
         listen: "127.0.0.1:0".parse().expect("literal address"),
@@ -111,6 +114,7 @@ pub fn test_settings(dir: &Path) -> Settings {
     };
     // Dozens of test servers share two cores: compile handlers only when a test needs them.
     settings.sandbox.warm_up = false;
+    settings.access.anonymous = parley::config::AnonymousAccess::All.grants();
     settings
 }
 

@@ -71,6 +71,10 @@ pub enum CapabilityError {
     /// the tool's.
     #[error("capability `{capability}` reported an error: {message}")]
     ToolError { capability: String, message: String },
+    /// The caller may not use this capability (the [`CallGuard`](crate::CallGuard) refused it);
+    /// nothing was called. The message says what the caller may do instead.
+    #[error("capability `{capability}` is not allowed: {message}")]
+    Forbidden { capability: String, message: String },
 }
 
 impl CapabilityError {
@@ -85,6 +89,7 @@ impl CapabilityError {
             Self::Timeout { .. } => "timeout",
             Self::Unavailable { .. } => "capability_unavailable",
             Self::ToolError { .. } => "tool_error",
+            Self::Forbidden { .. } => "forbidden",
         }
     }
 }

@@ -55,7 +55,8 @@
 //! - `http`, `dataset`, `agent`, `mcp`: the bindings.
 //! - `catalogue`: the set on offer now (declared capabilities and MCP tools), swapped whole
 //!   when a server's tools change.
-//! - [`Capabilities::invoke`]: input validation → binding → output validation.
+//! - [`Capabilities::invoke`]: the caller's check ([`CallGuard`]) → input validation → binding
+//!   → output validation.
 //!
 //! # Invariants
 //! - A loaded [`Capabilities`] is fully checked: schemas are compiled once, URL templates only
@@ -94,6 +95,15 @@ pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_cha
 pub enum FileFormat {
     Toml,
     Json,
+}
+
+/// Decides whether a capability may be called now, on behalf of whoever the call is for. The
+/// server installs one at start ([`Capabilities::guard_calls`]); this crate knows nothing of
+/// peers. Every call passes it, whoever proposed it (a peer's tool call, a handler's
+/// `host.call`, a reasoner), before anything else.
+pub trait CallGuard: Send + Sync + std::fmt::Debug {
+    /// `Err(CapabilityError::Forbidden)` when `capability` may not be called now.
+    fn check(&self, capability: &str) -> Result<(), CapabilityError>;
 }
 
 /// Who this agent is, from the `[agent]` section.
@@ -219,6 +229,8 @@ pub struct Capabilities {
     http: reqwest::Client,
     /// Performs the `agent` bindings' calls, once the server installed it.
     agents: OnceLock<Arc<dyn AgentCaller>>,
+    /// Checks each call before it is made, once the server installed it.
+    guard: OnceLock<Arc<dyn CallGuard>>,
     mcp: mcp::Mcp,
 }
 
@@ -267,6 +279,12 @@ impl Capabilities {
         self.agents.set(caller).is_ok()
     }
 
+    /// Installs the check every call passes first (until then every call is allowed). Returns
+    /// false, and changes nothing, when one is installed already.
+    pub fn guard_calls(&self, guard: Arc<dyn CallGuard>) -> bool {
+        self.guard.set(guard).is_ok()
+    }
+
     /// Starts the MCP servers the file declares and waits until each has listed its tools
     /// (their capabilities are then in the set) or failed. A required server that failed is an
     /// error, with what it wrote to stderr; an optional one is logged and retried in the
@@ -284,6 +302,14 @@ impl Capabilities {
     /// too, without waiting.
     pub async fn shutdown(&self) {
         self.mcp.shutdown().await;
+    }
+
+    /// Whether `name` may be called now, as the installed [`CallGuard`] decides (every name
+    /// when none is installed): what a reasoner offers is what it may call.
+    pub fn permits(&self, name: &str) -> bool {
+        self.guard
+            .get()
+            .is_none_or(|guard| guard.check(name).is_ok())
     }
 
     /// Counts the changes of the set since it was loaded.
@@ -318,13 +344,17 @@ impl Capabilities {
         self.iter().map(|c| c.describe()).collect()
     }
 
-    /// A human-readable summary: the agent, then one line per capability with its input fields.
+    /// A human-readable summary: the agent, then one line per capability that may be called now
+    /// ([`permits`](Self::permits)) with its input fields.
     pub fn summary(&self) -> String {
         let mut out = format!("{}: {}\n", self.agent.name, self.agent.description);
+        let permitted: Vec<_> = self.iter().filter(|c| self.permits(&c.name)).collect();
         if self.is_empty() {
             out.push_str("No capabilities are declared.\n");
+        } else if permitted.is_empty() {
+            out.push_str("No capabilities may be used on this peer's behalf.\n");
         }
-        for c in self.iter() {
+        for c in permitted {
             let fields = input_fields(&c.input_schema);
             out.push_str(&format!(
                 "- {}({}): {}",
@@ -340,9 +370,13 @@ impl Capabilities {
         out
     }
 
-    /// Validates `args` against the input schema, performs the binding and validates the
-    /// result against the output schema (a dataset's results were all validated at load).
+    /// Checks the call with the installed [`CallGuard`], validates `args` against the input
+    /// schema, performs the binding and validates the result against the output schema (a
+    /// dataset's results were all validated at load).
     pub async fn invoke(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
+        if let Some(guard) = self.guard.get() {
+            guard.check(name)?;
+        }
         let capability =
             self.catalogue
                 .get(name)

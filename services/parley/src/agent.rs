@@ -4,15 +4,21 @@
 //! Conversations: a message that carries Parley's own conversation token
 //! (`conversation_<agent id>`) continues that conversation; one that carries only the
 //! peer's conversation token is mapped to a conversation derived from that token and the
-//! peer's address, so clients that keep their own conversation ids get persistence too; a
+//! peer (its principal, or its address), so clients that keep their own conversation ids get persistence too; a
 //! message with no conversation token is a stateless exchange and touches no database — which
 //! keeps one-shot traffic as fast as the transport allows.
 //!
-//! A conversation belongs to the peer that created it, known by its address
-//! ([`PeerAddress`](crate::peer::PeerAddress)): another address presenting its token gets
-//! `unknown_conversation`, and the same peer token from another address names another
-//! conversation. The address is the only identity consulted: a verified client certificate's
-//! name (`PeerIdentity`) travels with the request but binds nothing yet.
+//! A conversation belongs to the peer that created it: an authenticated principal (`peer:<id>`,
+//! wherever it connects from), or for an anonymous peer its address
+//! ([`PeerAddress`](crate::peer::PeerAddress)). Another peer presenting its token gets
+//! `unknown_conversation`, and the same peer token from another peer names another
+//! conversation.
+//!
+//! Access: every message is checked for what its route does (see `crate::access`), before its
+//! conversation is looked up: a meta-protocol message needs `negotiate`, an application message
+//! a protocol the caller agreed or was granted, a tool call its capability, natural language
+//! `talk`. A refusal is `forbidden` (403). The whole answer runs as the caller's
+//! ([`access::scoped`]), so the capability calls it causes are checked too.
 
 use std::sync::Arc;
 
@@ -25,10 +31,11 @@ use parley_store::{Direction, ModelUsageOwner, NewConversation, Store, StoreErro
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::access::{self, Access, Action};
 use crate::error::ApiError;
 use crate::negotiation::nlip;
 use crate::negotiation::provider::Provider;
-use crate::peer::PeerAddress;
+use crate::peer::{Caller, PeerAddress};
 use crate::router::{self, Route, ToolCall};
 use crate::throttle::{Kind, Throttles};
 
@@ -123,6 +130,11 @@ impl Agent {
         &self.provider
     }
 
+    /// Who the agent's peers are and what they may do.
+    pub fn access(&self) -> &Arc<Access> {
+        self.provider.access()
+    }
+
     /// The capabilities this agent offers (their MCP servers are stopped at shutdown).
     pub fn capabilities(&self) -> &Arc<Capabilities> {
         &self.capabilities
@@ -195,19 +207,37 @@ impl Agent {
             && s[PREFIX.len()..].eq_ignore_ascii_case(self.agent_id.as_bytes())
     }
 
-    /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
-    /// control out). Errors become NLIP error messages with their status. A meta-protocol or
-    /// natural-language message over its throttle (`throttle::Kind::of_route`) is refused
-    /// first, before any database or model is touched.
-    pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
+    /// Answers one message from `caller`: §6.1 (always a reply), §6.2 (tokens echoed), §6.3
+    /// (control in, control out). Errors become NLIP error messages with their status. A
+    /// meta-protocol or natural-language message over its throttle (`throttle::Kind::of_route`)
+    /// is refused first, before any database or model is touched; then the caller's grants
+    /// decide.
+    pub async fn handle(&self, request: &Message, caller: &Caller) -> Reply {
+        access::scoped(caller.clone(), self.handle_as(request, caller)).await
+    }
+
+    async fn handle_as(&self, request: &Message, caller: &Caller) -> Reply {
         let route = router::route(request);
         if let Some(kind) = Kind::of_route(&route)
-            && let Err(refused) = self.throttles.check(kind, PeerAddress::of(peer), None)
+            && let Err(refused) = self.throttles.check(
+                kind,
+                PeerAddress::of(caller.addr),
+                caller.principal.id.as_deref(),
+            )
         {
             return self.error_reply(request, None, refused.into());
         }
+        // The transport counted the message against its address; its peer is known only now.
+        if let Some(id) = caller.principal.id.as_deref()
+            && let Err(refused) = self.throttles.check_peer(Kind::Messages, id)
+        {
+            return self.error_reply(request, None, refused.into());
+        }
+        if let Err(e) = self.permit(&route, caller).await {
+            return self.error_reply(request, None, e);
+        }
         let is_meta = matches!(route, Route::Meta(_));
-        let conversation = match self.conversation_for(request, peer, is_meta).await {
+        let conversation = match self.conversation_for(request, caller, is_meta).await {
             Ok(c) => c,
             Err(e) => return self.error_reply(request, None, e),
         };
@@ -220,12 +250,12 @@ impl Agent {
         let ok = |message| (message, StatusCode::OK);
         let result = match (route, &conversation) {
             (Route::Meta(values), Some(cid)) => {
-                Box::pin(self.meta(request, cid, &peer.to_string(), values)).await
+                Box::pin(self.meta(request, cid, &caller.party(), values)).await
             }
             // A meta-protocol message always has a conversation (one is minted for it).
-            (Route::Meta(_) | Route::Control, _) => self.control(request).await.map(ok),
+            (Route::Meta(_) | Route::Control, _) => self.control(request, caller).await.map(ok),
             (Route::Application(application), _) => {
-                self.application(application, peer).await.map(ok)
+                self.application(application, caller).await.map(ok)
             }
             (Route::ToolCall(call), _) => self.tool_call(request, call).await.map(ok),
             (Route::NaturalLanguage, _) => self
@@ -250,6 +280,24 @@ impl Agent {
             return self.error_reply(request, None, e);
         }
         reply
+    }
+
+    /// Whether `caller` may take `route`: negotiate for the meta-protocol, the protocol for an
+    /// application message, the capability for a tool call, talk for natural language. NLIP's
+    /// own control exchange and malformed messages (answered with their own error) pass.
+    async fn permit(&self, route: &Route<'_>, caller: &Caller) -> Result<(), ApiError> {
+        match route {
+            Route::Meta(_) => caller.check(Action::Negotiate),
+            Route::Control => Ok(()),
+            Route::Application(Ok((hash, _))) => {
+                self.access()
+                    .may_call_protocol(caller, &hash.to_string())
+                    .await
+            }
+            Route::ToolCall(Ok(call)) => caller.check(Action::Capability(call.name)),
+            Route::NaturalLanguage => caller.check(Action::Talk),
+            Route::Application(Err(_)) | Route::ToolCall(Err(_)) => Ok(()),
+        }
     }
 
     /// Renders an error as the reply to `request` (tokens echoed, control preserved).
@@ -286,14 +334,14 @@ impl Agent {
         Ok(())
     }
 
-    /// Starts a conversation of this agent's own with `peer`: the state of a negotiation whose
+    /// Starts a conversation of this agent's own with `caller`: the state of a negotiation whose
     /// framing has no conversations of its own (one per seed-002 connection) lives there.
-    pub async fn open_conversation(&self, peer: std::net::SocketAddr) -> Result<String, ApiError> {
+    pub async fn open_conversation(&self, caller: &Caller) -> Result<String, ApiError> {
         let id = uuid::Uuid::new_v4().to_string();
         self.store
             .create_conversation(NewConversation {
                 id: id.clone(),
-                peer: Some(PeerAddress::of(peer).to_string()),
+                peer: Some(caller.party()),
                 state: json!({}),
             })
             .await?;
@@ -304,7 +352,7 @@ impl Agent {
     async fn conversation_for(
         &self,
         request: &Message,
-        peer: std::net::SocketAddr,
+        caller: &Caller,
         mint: bool,
     ) -> Result<Option<String>, ApiError> {
         let mut foreign = None;
@@ -315,8 +363,9 @@ impl Agent {
             if self.is_own_token(token) {
                 let id = token.content.as_str().unwrap_or_default().to_owned();
                 return match self.store.get_conversation(&id).await? {
-                    Some(c) if belongs_to(&c, peer) => Ok(Some(id)),
+                    Some(c) if belongs_to(&c, caller) => Ok(Some(id)),
                     Some(_) => {
+                        let peer = caller.party();
                         tracing::debug!(%peer, conversation = id, "a conversation token presented by another peer");
                         Err(ApiError::UnknownConversation(id))
                     }
@@ -330,11 +379,12 @@ impl Agent {
                 return Ok(None);
             }
             // Negotiation needs state: start a conversation of our own.
-            return self.open_conversation(peer).await.map(Some);
+            return self.open_conversation(caller).await.map(Some);
         };
-        // The peer's token is opaque; hash it (with its subformat and the peer's address) into a
-        // stable id: the same token from another address is another conversation.
-        let address = PeerAddress::of(peer).to_string();
+        // The peer's token is opaque; hash it (with its subformat and the caller's identity, see
+        // `Caller::party`) into a stable id: the same token from another peer is another
+        // conversation.
+        let address = caller.party();
         let mut h = Sha256::new();
         h.update(token.subformat.to_ascii_lowercase().as_bytes());
         h.update([0]);
@@ -371,7 +421,7 @@ impl Agent {
 
     /// Control messages (§6.3): the out-of-band upload request (§6.4), or a description of
     /// this end-point and its parameters.
-    async fn control(&self, request: &Message) -> Result<Message, ApiError> {
+    async fn control(&self, request: &Message, caller: &Caller) -> Result<Message, ApiError> {
         let language = request.reply_language().to_owned();
         let asks_upload = all_text(request).any(|t| t.to_ascii_lowercase().contains("upload"));
         if asks_upload {
@@ -385,7 +435,10 @@ impl Agent {
         let info = json!({
             "agent": self.agent_id,
             "name": self.capabilities.agent().name,
-            "capabilities": self.capabilities.names(),
+            "capabilities": self.capabilities.names().into_iter()
+                .filter(|name| caller.principal.grants.allows(Action::Capability(name)))
+                .collect::<Vec<_>>(),
+            "access": access::describe(&caller.principal.grants),
             "reasoner": self.reasoner.backend(),
             "upload": format!("{}/upload", self.upload_base),
         });
@@ -397,13 +450,13 @@ impl Agent {
     async fn application(
         &self,
         application: Result<(ProtocolHash, &serde_json::Value), ApiError>,
-        peer: std::net::SocketAddr,
+        caller: &Caller,
     ) -> Result<Message, ApiError> {
         let (hash, payload) = application?;
         let output = Box::pin(self.provider.application(
             &hash,
             payload,
-            &peer.ip().to_string(),
+            &caller.party(),
             tokio::runtime::Handle::current(),
         ))
         .await?;
@@ -535,13 +588,14 @@ impl Agent {
     }
 }
 
-/// Whether `conversation` belongs to `peer`: it was created from the same address. A
-/// conversation recorded without a peer is bound to no one.
-fn belongs_to(conversation: &parley_store::Conversation, peer: std::net::SocketAddr) -> bool {
+/// Whether `conversation` belongs to `caller`: it was created by the same principal (or, for
+/// an anonymous caller, from the same address). A conversation recorded without a peer is
+/// bound to no one.
+fn belongs_to(conversation: &parley_store::Conversation, caller: &Caller) -> bool {
     conversation
         .peer
         .as_deref()
-        .is_none_or(|owner| PeerAddress::parse(owner) == Some(PeerAddress::of(peer)))
+        .is_none_or(|owner| caller.is(owner))
 }
 
 /// Text of the first submessage and of every text submessage, in order.

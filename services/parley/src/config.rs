@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 pub mod issuers;
+pub mod access;
 mod limits;
 mod listen;
 mod mcp;
@@ -17,6 +18,7 @@ mod negotiation;
 mod throttle;
 pub mod tls;
 
+pub use access::{AccessSettings, AnonymousAccess};
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 pub use mcp::McpSettings;
@@ -156,6 +158,8 @@ pub struct Settings {
     pub tls: TlsSettings,
     /// How often one address, and one authenticated peer, may cause each kind of work.
     pub throttle: Throttle,
+    /// Who may do what: anonymous peers, the peers file.
+    pub access: AccessSettings,
 }
 
 impl Default for Settings {
@@ -179,6 +183,7 @@ impl Default for Settings {
             mcp: McpSettings::default(),
             tls: TlsSettings::default(),
             throttle: Throttle::default(),
+            access: AccessSettings::default(),
         }
     }
 }
@@ -270,6 +275,8 @@ pub struct ServeArgs {
     pub tls: tls::TlsArgs,
     #[command(flatten)]
     pub throttle: ThrottleArgs,
+    #[command(flatten)]
+    pub access: access::AccessArgs,
 }
 
 impl Settings {
@@ -309,6 +316,7 @@ impl Settings {
         );
         args.tls.apply(&mut s.tls);
         args.throttle.apply(&mut s.throttle);
+        args.access.apply(&mut s.access);
         if let Some(path) = &args.openai_api_key_file {
             if args.openai_api_key.is_some() {
                 return Err(invalid(
@@ -374,6 +382,7 @@ impl Settings {
         self.mcp.validate()?;
         self.tls.validate()?;
         self.throttle.validate()?;
+        self.access.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;

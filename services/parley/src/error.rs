@@ -18,6 +18,12 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("unknown conversation {0:?}; send the message without this token to start a new one")]
     UnknownConversation(String),
+    /// A credential was presented and does not name a peer (malformed, unknown, revoked).
+    #[error("not authenticated: {0}")]
+    Unauthenticated(String),
+    /// The peer may not do what it asked; the message says what it may do instead.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
     /// A message refers to an upload that does not exist: the message cannot be processed.
     #[error("unknown upload {0:?}; upload the content first")]
     UnknownUpload(String),
@@ -119,6 +125,8 @@ impl ApiError {
             ApiError::TooLarge { .. } => "message_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::UnknownConversation(_) => "unknown_conversation",
+            ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::UnknownUpload(_) | ApiError::UploadNotFound(_) => "unknown_upload",
             ApiError::Timeout(_) => "timeout",
             ApiError::SlowBody(_) => "request_timeout",
@@ -155,6 +163,8 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Handler { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -169,6 +179,7 @@ impl ApiError {
             ApiError::Reasoner { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Capability { code, .. } => match code.as_str() {
                 "not_found" => StatusCode::NOT_FOUND,
+                "forbidden" => StatusCode::FORBIDDEN,
                 "invalid_arguments" | "unknown_capability" => StatusCode::UNPROCESSABLE_ENTITY,
                 "timeout" => StatusCode::GATEWAY_TIMEOUT,
                 _ => StatusCode::BAD_GATEWAY,

@@ -24,8 +24,10 @@
 //!   framings: `nlip`, how the meta-protocol rides in NLIP messages, and `anp`, seed 002's
 //!   frames with their protocol-type header.
 //! - [`expiry`]: the background sweep that deletes idle conversations and their state.
-//! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
-//!   per-address limits and of conversation binding.
+//! - [`peer`]: who a peer is: its address (IPv6 by /64), the unit of the per-address limits,
+//!   and the [`peer::Caller`] (address and principal) conversations and agreements belong to.
+//! - [`access`]: who a request comes from (an API key, a client certificate, or anonymous) and
+//!   what it may do; the task-local caller every capability call is checked against.
 //! - [`throttle`]: how often one address or authenticated peer may send messages, negotiate,
 //!   have the reasoner answer, and upload; checked by the transports and the agent.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
@@ -52,6 +54,7 @@
 //! `capability.call` (name). The per-message ones are at debug level, so the default filter
 //! leaves them disabled. Message bodies, arguments and secrets are never recorded.
 
+pub mod access;
 pub mod agent;
 pub mod cli;
 pub mod client;

@@ -1,15 +1,57 @@
 //! Who a peer is: its network address, as far as the server can tell without credentials, and
 //! the identity a credential proves ([`PeerIdentity`]: a client certificate under mutual TLS).
 //!
-//! Per-address limits count by it (`server::admission`), and a conversation is bound to the
-//! address that created it (`agent`). An address is an IPv4 address, or an IPv6 address's /64
-//! prefix (an IPv4-mapped IPv6 address counts as its IPv4 address): one IPv6 host commonly owns
-//! a whole /64 and may use any address in it. An authentication scheme replaces this as the
-//! peer's identity where it applies (a credential resolved to a peer before `Agent::handle`,
-//! see ARCHITECTURE.md); addresses then remain the unit of the per-address limits.
+//! Per-address limits count by it (`server::admission`). An address is an IPv4 address, or an
+//! IPv6 address's /64 prefix (an IPv4-mapped IPv6 address counts as its IPv4 address): one IPv6
+//! host commonly owns a whole /64 and may use any address in it.
+//!
+//! A request's [`Caller`] is its address and the principal its credentials resolved to
+//! (`crate::access`): an authenticated peer's conversations and agreements are its own,
+//! recorded as `peer:<id>`, wherever it connects from; an anonymous peer's are its address's.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+
+use crate::access::Principal;
+use crate::error::ApiError;
+
+/// Who sent a request: its socket address and the principal its credentials name.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub addr: SocketAddr,
+    pub principal: Arc<Principal>,
+}
+
+impl Caller {
+    pub fn new(addr: SocketAddr, principal: Arc<Principal>) -> Caller {
+        Caller { addr, principal }
+    }
+
+    /// How records name this caller: `peer:<id>` for an authenticated principal, else its
+    /// address (see [`PeerAddress`]).
+    pub fn party(&self) -> String {
+        self.principal
+            .party()
+            .unwrap_or_else(|| PeerAddress::of(self.addr).to_string())
+    }
+
+    /// Whether `recorded` (a record's peer) names this caller: its principal's `peer:<id>`, or
+    /// for an anonymous caller its address (a socket address or an IP address, as records
+    /// name addresses).
+    pub fn is(&self, recorded: &str) -> bool {
+        match self.principal.party() {
+            Some(party) => recorded == party,
+            None => PeerAddress::parse(recorded) == Some(PeerAddress::of(self.addr)),
+        }
+    }
+
+    /// Whether the principal may do `action`; the `forbidden` error saying what it may do
+    /// instead when not.
+    pub fn check(&self, action: parley_auth::Action<'_>) -> Result<(), ApiError> {
+        self.principal.check(action)
+    }
+}
 
 /// A peer's address, as limits and conversation bindings count it (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

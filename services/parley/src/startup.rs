@@ -310,6 +310,7 @@ impl Bound {
         crate::metrics::install();
         let sandbox = build_sandbox(settings)?;
         let protocol_reasoner = build_protocol_reasoner(settings)?;
+        let access = build_access(settings, &capabilities, &store)?;
         let provider = Arc::new(Provider::new(
             store.clone(),
             capabilities.clone(),
@@ -317,6 +318,7 @@ impl Bound {
             reasoner.clone(),
             sandbox.clone(),
             settings.negotiation,
+            access,
         ));
         let (listener, addr) = listen(&listen_on).await?;
         let (upload_listener, upload_addr) = listen(&upload_on).await?;
@@ -423,6 +425,19 @@ fn check_agent_protocols(capabilities: &Capabilities) -> Result<(), StartupError
         }
     }
     Ok(())
+}
+
+/// Who may do what (`[access]`), and the check every capability call passes, installed in the
+/// capabilities as the agent bindings' requester is (the guard is the same for every server:
+/// it reads the caller of the request being handled, see `crate::access`).
+fn build_access(
+    settings: &Settings,
+    capabilities: &Capabilities,
+    store: &Arc<dyn Store>,
+) -> Result<Arc<crate::access::Access>, StartupError> {
+    capabilities.guard_calls(Arc::new(crate::access::CallerGuard));
+    let access = crate::access::Access::new(settings.access.anonymous.clone(), store.clone());
+    Ok(Arc::new(access))
 }
 
 /// Lets the capabilities bound to other agents reach them: this agent, as a requester on its

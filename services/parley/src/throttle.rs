@@ -181,10 +181,24 @@ impl Throttles {
                 .check_key(&address)
                 .map_err(|no| refused(Scope::Address, no.wait_time_from(limiter.clock().now())))?;
         }
-        if let (Some(limiter), Some(peer)) = (&self.by_peer[kind.index()], peer) {
-            limiter
-                .check_key(&peer.to_owned())
-                .map_err(|no| refused(Scope::Peer, no.wait_time_from(limiter.clock().now())))?;
+        match peer {
+            Some(peer) => self.check_peer(kind, peer),
+            None => Ok(()),
+        }
+    }
+
+    /// Only the per-peer throttle of `kind`: for work whose address was counted before its
+    /// peer was known (a message admitted by address, then authenticated).
+    pub fn check_peer(&self, kind: Kind, peer: &str) -> Result<(), RetryAfter> {
+        if let Some(limiter) = &self.by_peer[kind.index()] {
+            limiter.check_key(&peer.to_owned()).map_err(|no| {
+                crate::metrics::throttled(kind.name(), Scope::name(Scope::Peer));
+                RetryAfter {
+                    kind,
+                    scope: Scope::Peer,
+                    wait: no.wait_time_from(limiter.clock().now()),
+                }
+            })?;
         }
         Ok(())
     }

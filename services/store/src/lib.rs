@@ -2,8 +2,9 @@
 //!
 //! Parley keeps everything that must survive a restart here: NLIP conversations and their message
 //! logs, content-addressed uploads, agreed ANP protocols and who agreed them, negotiation
-//! transcripts, generated handlers, per-peer protocol usage, and the language-model calls and tokens
-//! each conversation and negotiation spent. Callers see one [`Store`] trait of
+//! transcripts, generated handlers, per-peer protocol usage, the language-model calls and tokens
+//! each conversation and negotiation spent, and the peers the operator declared (their API keys'
+//! digests and grants). Callers see one [`Store`] trait of
 //! business operations; [`connect`] picks the backend from the URL.
 //!
 //! # Layout
@@ -61,8 +62,8 @@ pub use error::{BackendError, StoreError};
 pub use model::{
     Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, ModelUsage,
     ModelUsageOwner, Negotiation, NegotiationOutcome, NegotiationRecord, NegotiationStatus,
-    NewAgreement, NewConversation, NewHandler, NewNegotiation, Protocol, ProtocolUsage, Role,
-    Upload, UploadMeta,
+    NewAgreement, NewConversation, NewHandler, NewNegotiation, NewPeer, PeerRecord, Protocol,
+    ProtocolUsage, Role, Upload, UploadMeta,
 };
 pub use store::{MAX_PAGE, Store, StoreOptions, sha256_hex};
 

@@ -328,3 +328,29 @@ impl ModelUsage {
         self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 }
+
+/// A peer to declare: its id, its API key's public id and secret digest (both or neither), and
+/// what it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPeer {
+    /// The operator's name for the peer; not empty.
+    pub id: String,
+    /// The API key's public id; `None` for a peer named by another credential.
+    pub key_id: Option<String>,
+    /// Lower-case hex SHA-256 of the key's secret (64 digits); present exactly when `key_id` is.
+    pub key_digest: Option<String>,
+    /// What the peer may do, a JSON object the store keeps without interpreting it.
+    pub grants: Value,
+}
+
+/// A declared peer, revoked or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerRecord {
+    pub id: String,
+    pub key_id: Option<String>,
+    pub key_digest: Option<String>,
+    pub grants: Value,
+    pub created_at: DateTime<Utc>,
+    /// When its key stopped being honoured; `None` while it is.
+    pub revoked_at: Option<DateTime<Utc>>,
+}

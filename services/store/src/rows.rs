@@ -17,7 +17,7 @@ use crate::StoreError;
 
 use crate::model::{
     Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, ModelUsage,
-    Negotiation, NegotiationStatus, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Negotiation, NegotiationStatus, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
 /// A closed set stored as a TEXT column on both backends (the model's enumerations).
@@ -405,6 +405,29 @@ impl From<ModelUsageRow> for ModelUsage {
     }
 }
 
+#[derive(Debug, FromRow)]
+pub(crate) struct PeerRow {
+    id: String,
+    key_id: Option<String>,
+    key_digest: Option<String>,
+    grants: Value,
+    created_at: DateTime<Utc>,
+    revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<PeerRow> for PeerRecord {
+    fn from(row: PeerRow) -> Self {
+        Self {
+            id: row.id,
+            key_id: row.key_id,
+            key_digest: row.key_digest,
+            grants: row.grants,
+            created_at: row.created_at,
+            revoked_at: row.revoked_at,
+        }
+    }
+}
+
 // Column lists, one per row struct, shared by every SELECT and RETURNING on both backends so a
 // column added to a row struct is added everywhere at once. Macros rather than consts so queries can
 // be assembled with `concat!` into `&'static str` at compile time.
@@ -465,7 +488,13 @@ macro_rules! model_usage_columns {
     };
 }
 
+macro_rules! peer_columns {
+    () => {
+        "id, key_id, key_digest, grants, created_at, revoked_at"
+    };
+}
+
 pub(crate) use {
     agreement_columns, conversation_columns, handler_columns, message_columns, model_usage_columns,
-    negotiation_columns, protocol_columns, upload_meta_columns, usage_columns,
+    negotiation_columns, peer_columns, protocol_columns, upload_meta_columns, usage_columns,
 };

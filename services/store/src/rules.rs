@@ -10,12 +10,14 @@
 //!   error;
 //! * a key that no row can have (empty, or containing U+0000) is simply absent: lookups answer
 //!   `None`, operations `NotFound`, without a round trip;
-//! * a cut-off that selects rows to delete by age is not in the future.
+//! * a cut-off that selects rows to delete by age is not in the future;
+//! * a peer's key is its id and its digest (a SHA-256) together, or neither, and its grants are
+//!   a JSON object.
 
 use serde_json::Value;
 
 use crate::StoreError;
-use crate::model::{ModelUsage, NegotiationOutcome, NegotiationStatus};
+use crate::model::{ModelUsage, NegotiationOutcome, NegotiationStatus, NewPeer};
 
 /// 64 lower-case hex digits: checked before SQL so a malformed hash is reported as what it is,
 /// not as "not found" or a constraint violation.
@@ -153,6 +155,30 @@ pub(crate) fn check_model_usage(usage: &ModelUsage) -> Result<(), StoreError> {
         )));
     }
     Ok(())
+}
+
+pub(crate) fn check_new_peer(peer: &NewPeer) -> Result<(), StoreError> {
+    name("peer id", &peer.id)?;
+    match (&peer.key_id, &peer.key_digest) {
+        (Some(key_id), Some(digest)) => {
+            name("key id", key_id)?;
+            hash("key digest", digest)?;
+        }
+        (None, None) => {}
+        _ => {
+            return Err(StoreError::Invalid(format!(
+                "peer {:?}: a key needs both its id and its digest",
+                peer.id
+            )));
+        }
+    }
+    if !peer.grants.is_object() {
+        return Err(StoreError::Invalid(format!(
+            "peer {:?}: grants must be a JSON object",
+            peer.id
+        )));
+    }
+    json("grants", &peer.grants)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::StoreError;
 use crate::model::{
     Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
     Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
-    NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    NewNegotiation, NewPeer, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
 
 /// Most rows a listing returns, whatever limit the caller asks for; keeps one request from pulling a
@@ -274,6 +274,25 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// What `owner` has spent on language models, one entry per purpose, by purpose name; empty
     /// when it never called a model (or does not exist).
     async fn model_usage(&self, owner: &ModelUsageOwner) -> Result<Vec<ModelUsage>, StoreError>;
+
+    // --- peers ---------------------------------------------------------------------------------
+
+    /// Declares a peer. An id already declared (revoked or not) or a key id already another
+    /// peer's is a `Conflict`; a key without its digest (or the reverse), a digest that is not a
+    /// SHA-256, or grants that are not a JSON object are `Invalid`.
+    async fn add_peer(&self, peer: NewPeer) -> Result<PeerRecord, StoreError>;
+
+    /// The peer whose API key has this public id, revoked ones included: the caller checks
+    /// `revoked_at` (and the digest).
+    async fn peer_by_key_id(&self, key_id: &str) -> Result<Option<PeerRecord>, StoreError>;
+
+    /// Every declared peer, revoked ones included, by id.
+    async fn list_peers(&self) -> Result<Vec<PeerRecord>, StoreError>;
+
+    /// Stops honouring a peer's key from now on; the peer keeps its row (its id and key id are
+    /// not given out again). Revoking a revoked peer keeps the first time; an unknown id is
+    /// `NotFound`.
+    async fn revoke_peer(&self, id: &str) -> Result<PeerRecord, StoreError>;
 }
 
 // --- shared by both backends -------------------------------------------------------------------

@@ -21,6 +21,7 @@
 //! No test sets a global tracing subscriber; one that reads the log captures its own thread's
 //! (`agent`).
 
+mod access;
 mod agent;
 mod agent_binding;
 mod agentconnect;

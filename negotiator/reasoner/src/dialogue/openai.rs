@@ -99,10 +99,20 @@ impl OpenAiReasoner {
         messages: &[ChatCompletionRequestMessage],
     ) -> Result<CreateChatCompletionResponse, ReasonerError> {
         let config = self.chat.config();
+        // Only the tools the peer being answered may have called (`Capabilities::permits`).
+        let tools: Vec<ChatCompletionTools> = self
+            .tools
+            .iter()
+            .filter(|tool| match tool {
+                ChatCompletionTools::Function(f) => self.capabilities.permits(&f.function.name),
+                _ => true,
+            })
+            .cloned()
+            .collect();
         let request = CreateChatCompletionRequest {
             model: config.model.clone(),
             messages: messages.to_vec(),
-            tools: (!self.tools.is_empty()).then(|| self.tools.to_vec()),
+            tools: (!tools.is_empty()).then_some(tools),
             temperature: config.temperature,
             ..Default::default()
         };

@@ -1,6 +1,5 @@
 //! Performing a tool call, and what its result or error becomes.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use parley_nlip::ErrorInfo;
@@ -9,14 +8,16 @@ use serde_json::{Value, json};
 
 use super::tools::{ProtocolTool, Shape, Target, Tools};
 use crate::error::ApiError;
+use crate::peer::Caller;
 
-/// Calls `target` with `arguments` for `peer`, within `timeout`. Every failure is a result with
-/// `isError: true` (see the module docs of `mcp_server`).
+/// Calls `target` with `arguments` for `caller`, within `timeout`. Every failure is a result
+/// with `isError: true` (see the module docs of `mcp_server`), a target the caller may not use
+/// among them (`forbidden`).
 pub(super) async fn perform(
     tools: &Tools,
     target: Target,
     arguments: JsonObject,
-    peer: SocketAddr,
+    caller: &Caller,
     timeout: Duration,
 ) -> CallToolResult {
     let (kind, output, answer) = match target {
@@ -31,7 +32,7 @@ pub(super) async fn perform(
             ("capability", output, answer.await)
         }
         Target::Protocol(protocol) => {
-            let answer = within(timeout, serve(tools, &protocol, arguments, peer));
+            let answer = within(timeout, serve(tools, &protocol, arguments, caller));
             ("protocol", protocol.output, answer.await)
         }
     };
@@ -51,8 +52,14 @@ async fn serve(
     tools: &Tools,
     protocol: &ProtocolTool,
     mut arguments: JsonObject,
-    peer: SocketAddr,
+    caller: &Caller,
 ) -> Result<Value, ErrorInfo> {
+    let access = tools.agent.access();
+    let hash = protocol.hash.to_string();
+    access
+        .may_call_protocol(caller, &hash)
+        .await
+        .map_err(|e| e.to_info())?;
     let request = match protocol.input {
         Shape::Object => Value::Object(arguments),
         Shape::Wrapped(field) => arguments.remove(field).ok_or_else(|| {
@@ -63,7 +70,7 @@ async fn serve(
             .with_field(field)
         })?,
     };
-    let peer = peer.ip().to_string();
+    let peer = caller.party();
     let answer = tools.agent.provider().application(
         &protocol.hash,
         &request,

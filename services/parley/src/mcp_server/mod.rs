@@ -31,15 +31,16 @@
 //!   a tool result with `isError: true` whose text content is `{"error": {"code", "message"}}`, the
 //!   stable code of the path it took; a name that is no tool is the JSON-RPC error MCP defines
 //!   for it (invalid params, "unknown tool").
-//! - **Identity.** Calls are made as the peer's address (`crate::peer`), as NLIP messages
-//!   are; no credential is checked. The place for that check is `ParleyMcp::call_tool`,
-//!   before the call, from the HTTP request's parts (see ARCHITECTURE.md).
+//! - **Identity.** Calls are made as the request's [`Caller`] (its credentials resolved by the
+//!   route, `server::mcp`), as NLIP messages are: `tools/list` shows only the capabilities it
+//!   may use and the protocols it may call, and a call of anything else is a `forbidden`
+//!   error result; the call runs as the caller's (`access::scoped`), so what it causes (a
+//!   handler's `host.call`) is checked too.
 
 mod call;
 mod tools;
 
 use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,7 @@ use rmcp::transport::streamable_http_server::{
 
 use crate::agent::Agent;
 use crate::config::McpSettings;
+use crate::peer::Caller;
 
 /// The MCP revisions `/mcp` speaks: the current one and the one before it.
 static REVISIONS: [ProtocolVersion; 2] =
@@ -113,9 +115,10 @@ impl rmcp::ServerHandler for ParleyMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let tools = self.tools.list().await?;
+        let caller = caller_of(&context)?;
+        let tools = self.tools.list(&caller).await?;
         // Fresh on every list: the set changes while Parley runs.
         Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(0))
     }
@@ -125,23 +128,24 @@ impl rmcp::ServerHandler for ParleyMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // The caller, known by its address: no credential is checked here yet.
-        let peer = peer_of(&context).ok_or_else(|| {
-            ErrorData::internal_error("the request reached /mcp without its peer address", None)
-        })?;
+        let caller = caller_of(&context)?;
         let target = self.tools.resolve(&request.name).await?;
         let arguments = request.arguments.unwrap_or_default();
-        let result = call::perform(&self.tools, target, arguments, peer, self.timeout).await;
+        let call = call::perform(&self.tools, target, arguments, &caller, self.timeout);
+        let result = crate::access::scoped(caller.clone(), call).await;
         Ok(result.into())
     }
 }
 
-/// The peer address the listener put on the HTTP request, which rmcp hands the handler with
-/// the request's parts.
-fn peer_of(context: &RequestContext<RoleServer>) -> Option<SocketAddr> {
-    let parts = context.extensions.get::<axum::http::request::Parts>()?;
-    let axum::extract::ConnectInfo(addr) = parts
+/// The caller the route resolved and put on the HTTP request, which rmcp hands the handler
+/// with the request's parts.
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+    context
         .extensions
-        .get::<axum::extract::ConnectInfo<SocketAddr>>()?;
-    Some(*addr)
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| {
+            ErrorData::internal_error("the request reached /mcp without its caller", None)
+        })
 }

@@ -9,7 +9,10 @@ use rmcp::ErrorData;
 use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 
+use crate::access::Action;
 use crate::agent::Agent;
+use crate::error::ApiError;
+use crate::peer::Caller;
 
 /// How a tool's value relates to the schema it was declared with (see the module docs of
 /// `mcp_server`): as it is, or wrapped in an object's one field.
@@ -101,16 +104,26 @@ impl Tools {
         self.agent.capabilities().agent()
     }
 
-    /// Every tool, as the set is now: the capabilities in name order, then the protocols.
-    pub(super) async fn list(&self) -> Result<Vec<Tool>, ErrorData> {
+    /// Every tool `caller` may call, as the set is now: the capabilities in name order, then
+    /// the protocols.
+    pub(super) async fn list(&self, caller: &Caller) -> Result<Vec<Tool>, ErrorData> {
+        let grants = &caller.principal.grants;
         let mut tools: Vec<Tool> = self
             .agent
             .capabilities()
             .iter()
+            .filter(|c| grants.allows(Action::Capability(c.name())))
             .map(|c| capability_tool(&c))
             .collect();
-        let protocols = self.refresh().await?;
-        tools.extend(protocols.into_iter().map(|p| p.tool.clone()));
+        let access = self.agent.access();
+        for protocol in self.refresh().await? {
+            let hash = protocol.hash.to_string();
+            match access.may_call_protocol(caller, &hash).await {
+                Ok(()) => tools.push(protocol.tool.clone()),
+                Err(ApiError::Forbidden(_)) => {}
+                Err(e) => return Err(internal(&e)),
+            }
+        }
         Ok(tools)
     }
 
@@ -152,10 +165,7 @@ impl Tools {
             .provider()
             .served_protocols(self.max_protocols)
             .await
-            .map_err(|e| {
-                let info = e.to_info();
-                ErrorData::internal_error(format!("{}: {}", info.code, info.message), None)
-            })?;
+            .map_err(|e| internal(&e))?;
         let capabilities = self.agent.capabilities();
         let mut fresh = HashMap::new();
         let mut listed = Vec::new();
@@ -184,6 +194,12 @@ impl Tools {
         *self.protocols.write().unwrap_or_else(|e| e.into_inner()) = fresh;
         Ok(listed)
     }
+}
+
+/// An error of ours as MCP's internal error, with its code.
+fn internal(e: &ApiError) -> ErrorData {
+    let info = e.to_info();
+    ErrorData::internal_error(format!("{}: {}", info.code, info.message), None)
 }
 
 const PROTOCOL_PREFIX: &str = "protocol_";

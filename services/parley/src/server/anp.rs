@@ -13,9 +13,11 @@ use axum::extract::ws::{
     CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade, close_code,
 };
 use axum::extract::{ConnectInfo, State};
-use axum::response::Response;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse as _, Response};
 
 use super::AppState;
+use super::http::{Encoding, error_response};
 use super::listener::ConnectionSlot;
 use super::websocket::{WS_READ_CHUNK, keep_alive, send_within};
 use crate::error::ApiError;
@@ -23,31 +25,43 @@ use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
 use crate::throttle::Kind;
 use parley_anp::frame::{Frame, ProtocolType};
+use crate::peer::Caller;
 
 /// The route's handler: upgrades, then runs the connection (which keeps its connection slot).
+/// The caller is resolved from the upgrade request's credentials; a wrong one is refused with
+/// 401 before upgrading.
 pub(super) async fn upgrade(
     ws: WebSocketUpgrade,
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     slot: Option<Extension<ConnectionSlot>>,
+    request: Parts,
 ) -> Response {
+    let caller = match state
+        .caller(peer, &request.headers, &request.extensions)
+        .await
+    {
+        Ok(caller) => caller,
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
+    };
     let limit = state.limits.max_message_bytes;
     ws.max_message_size(limit)
         .max_frame_size(limit)
         .read_buffer_size(WS_READ_CHUNK)
         .on_upgrade(move |socket| async move {
-            run(socket, state, peer).await;
+            run(socket, state, caller).await;
             drop(slot);
         })
 }
 
-async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
+async fn run(mut socket: WebSocket, state: AppState, caller: Caller) {
+    let peer = caller.addr;
     let within = Duration::from_millis(state.limits.send_timeout_ms);
     let interval = Duration::from_millis(state.limits.ws_ping_interval_ms);
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
     let mut last_seen = tokio::time::Instant::now();
-    let mut connection = Connection::new(state.agent.clone(), peer);
+    let mut connection = Connection::new(state.agent.clone(), caller);
     let mut closed_by_peer = false;
     tracing::debug!(%peer, "anp connection opened");
     loop {
@@ -122,7 +136,9 @@ async fn answer(
     }
     let limit = state.limits.request_timeout_ms;
     let span = tracing::debug_span!("anp.frame", %peer);
+    let caller = connection.caller().clone();
     let answered = tracing::Instrument::instrument(connection.answer(bytes), span);
+    let answered = crate::access::scoped(caller, answered);
     match tokio::time::timeout(Duration::from_millis(limit), answered).await {
         Ok(replies) => replies,
         Err(_) => vec![error_for(bytes, &ApiError::Timeout(limit))],

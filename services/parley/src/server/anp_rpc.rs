@@ -37,6 +37,13 @@ pub(super) async fn rpc(
         Ok(guard) => guard,
         Err(e) => return refuse(&Value::Null, e),
     };
+    let caller = match state
+        .caller(peer, request.headers(), request.extensions())
+        .await
+    {
+        Ok(caller) => caller,
+        Err(e) => return refuse(&Value::Null, e),
+    };
     // `acquire` only fails on a closed semaphore, and nothing closes this one.
     let _permit = state.permits.acquire().await.ok();
     let urls = urls_of(&state, &request);
@@ -52,14 +59,17 @@ pub(super) async fn rpc(
     };
     let endpoint = Endpoint {
         agent: state.agent.clone(),
-        peer,
+        caller: caller.clone(),
         urls,
         valid_for: DEFAULT_VALID_FOR,
         max_request_bytes: limits.max_message_bytes,
     };
     let within = Duration::from_millis(limits.request_timeout_ms);
     let span = tracing::debug_span!("anp.rpc", %peer);
-    let answered = tracing::Instrument::instrument(endpoint.answer(&bytes), span);
+    let answered = tracing::Instrument::instrument(
+        crate::access::scoped(caller, endpoint.answer(&bytes)),
+        span,
+    );
     match tokio::time::timeout(within, answered).await {
         Ok(Some(answer)) => Json(answer).into_response(),
         Ok(None) => StatusCode::NO_CONTENT.into_response(),

@@ -72,20 +72,20 @@ impl Encoding {
     }
 }
 
-/// An error as an HTTP response: its status, its NLIP form, and a `Retry-After` when the same
-/// request may pass later.
+/// An error as an HTTP response: its status, its NLIP form, a `Retry-After` when the same
+/// request may pass later, and the scheme to authenticate with when its credential was refused.
 pub(super) fn error_response(
     encoding: Encoding,
     error: ApiError,
 ) -> Response<http_body_util::Full<Bytes>> {
     let response = encoding.respond(error.status(), &bare_error(&error));
-    with_retry_after(response, error.retry_after())
+    with_challenge(with_retry_after(response, error.retry_after()))
 }
 
 /// The agent's reply as an HTTP response: its status, and its `Retry-After` when it has one.
 fn reply_response(encoding: Encoding, reply: &Reply) -> Response<http_body_util::Full<Bytes>> {
     let response = encoding.respond(reply.status, &reply.message);
-    with_retry_after(response, reply.retry_after)
+    with_challenge(with_retry_after(response, reply.retry_after))
 }
 
 /// `response` with a `Retry-After` of `wait` in whole seconds, rounded up, when there is a wait.
@@ -95,6 +95,17 @@ fn with_retry_after<B>(mut response: Response<B>, wait: Option<Duration>) -> Res
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+/// `response` with the scheme to authenticate with when it refuses a credential (401).
+fn with_challenge<B>(mut response: Response<B>) -> Response<B> {
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"parley\""),
+        );
     }
     response
 }
@@ -159,7 +170,7 @@ where
 }
 
 /// One NLIP message over HTTP: the panic guard, the address's admission (rate, requests in
-/// flight), the concurrency permit, then the exchange.
+/// flight), the caller's credentials, the concurrency permit, then the exchange.
 pub(super) async fn nlip_post<B>(
     state: &AppState,
     peer: SocketAddr,
@@ -170,13 +181,10 @@ where
     B::Error: std::fmt::Display,
 {
     let exchange = async {
-        // Only the Content-Type is needed: it is read in place, and the rest of the head is
-        // dropped before the first await rather than carried through the exchange.
-        let (encoding, body) = {
-            let (parts, body) = request.into_parts();
-            (Encoding::of(&parts.headers), body)
-        };
-        let encoding = match encoding {
+        // Only the Content-Type and the credentials are needed: they are read in place, and
+        // the rest of the head is dropped before the body is read.
+        let (parts, body) = request.into_parts();
+        let encoding = match Encoding::of(&parts.headers) {
             Ok(e) => e,
             Err(e) => return error_response(Encoding::Json, e),
         };
@@ -185,6 +193,12 @@ where
         // (`acquire` only fails on a closed semaphore, and nothing closes this one.)
         let _address = match state.admission.admit(peer) {
             Ok(guard) => guard,
+            Err(e) => return error_response(encoding, e),
+        };
+        let caller = state.caller(peer, &parts.headers, &parts.extensions).await;
+        drop(parts);
+        let caller = match caller {
+            Ok(caller) => caller,
             Err(e) => return error_response(encoding, e),
         };
         let _permit = state.permits.acquire().await.ok();
@@ -198,7 +212,7 @@ where
             Ok(m) => m,
             Err(e) => return error_response(encoding, e),
         };
-        let reply = state.answer(request, peer, "http").await;
+        let reply = state.answer(request, &caller, "http").await;
         reply_response(encoding, &reply)
     };
     // A bug must not cost the peer its answer: a panic becomes an opaque NLIP 500.

@@ -3,7 +3,10 @@
 //! of `limits.max_concurrent_requests`); over a limit, the request gets the 429 NLIP error with
 //! `Retry-After` that every transport gives. Its body, too, is read as an NLIP message's is:
 //! within `limits.request_timeout_ms` (408) and `limits.max_message_bytes` (413), before rmcp
-//! sees it, so a peer that sends slowly holds its permit no longer than that.
+//! sees it, so a peer that sends slowly holds its permit no longer than that. Its credentials
+//! are resolved as every transport's are (`crate::access`); the [`Caller`](crate::peer::Caller)
+//! rides in the request's extensions to the MCP handler, which lists and calls only what it
+//! may.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -46,7 +49,14 @@ async fn admitted(
     };
     // `acquire` only fails on a closed semaphore, and nothing closes this one.
     let _permit = state.permits.acquire().await.ok();
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    // The caller travels to the MCP handler in the request's extensions (rmcp hands it the
+    // parts); a wrong credential is refused here, before rmcp reads anything.
+    let caller = match state.caller(peer, &parts.headers, &parts.extensions).await {
+        Ok(caller) => caller,
+        Err(e) => return error_response(Encoding::Json, e).into_response(),
+    };
+    parts.extensions.insert(caller);
     let body = read_body_within(
         body,
         state.limits.max_message_bytes,

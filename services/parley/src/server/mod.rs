@@ -32,6 +32,7 @@ use tracing::Instrument as _;
 use crate::agent::{Agent, Reply};
 use crate::config::{Limits, McpSettings};
 use crate::error::ApiError;
+use crate::peer::Caller;
 
 mod admission;
 mod anp;
@@ -108,23 +109,37 @@ impl AppState {
             .throttle(crate::throttle::Kind::Messages, peer)
     }
 
+    /// Resolves the credentials of a request from `peer` (its `Authorization` header, the
+    /// client certificate the listener put in its extensions) to its [`Caller`].
+    pub(crate) async fn caller(
+        &self,
+        peer: SocketAddr,
+        headers: &axum::http::HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Caller, ApiError> {
+        let authorization = headers.get(axum::http::header::AUTHORIZATION);
+        let identity = extensions.get::<crate::peer::PeerIdentity>();
+        let principal = self.agent.access().resolve(authorization, identity).await?;
+        Ok(Caller::new(peer, principal))
+    }
+
     /// Runs the agent under the request timeout, in an `nlip.request` span (`transport`:
     /// `http` or `ws`). The span is at debug level: at the default level it is disabled, and
     /// costs the hot path nothing measurable.
     pub(crate) async fn answer(
         &self,
         request: Message,
-        peer: SocketAddr,
+        caller: &Caller,
         transport: &'static str,
     ) -> Reply {
         let span = tracing::debug_span!(
             "nlip.request",
             transport,
-            %peer,
+            peer = %caller.addr,
             conversation = tracing::field::Empty
         );
         let timeout = Duration::from_millis(self.limits.request_timeout_ms);
-        let handled = self.agent.handle(&request, peer).instrument(span);
+        let handled = self.agent.handle(&request, caller).instrument(span);
         match tokio::time::timeout(timeout, handled).await {
             Ok(reply) => reply,
             Err(_) => self.agent.error_reply(

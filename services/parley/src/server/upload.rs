@@ -6,15 +6,15 @@
 use std::net::SocketAddr;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
 use super::AppState;
 use super::http::{Encoding, error_response, method_not_allowed, not_found, read_body_within};
+use crate::access::Action;
 use crate::error::ApiError;
 
 /// The upload listener's routes (ECMA-431: a different port).
@@ -32,13 +32,23 @@ struct UploadQuery {
     filename: Option<String>,
 }
 
+/// Stores one upload, for a caller that may talk (an upload is only ever referred to by a
+/// message).
 async fn post_upload(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Query(query): Query<UploadQuery>,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    let permitted = match state.caller(peer, &parts.headers, &parts.extensions).await {
+        Ok(caller) => caller.check(Action::Talk),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = permitted {
+        return error_response(Encoding::Json, e).into_response();
+    }
+    let headers = parts.headers;
     // Nothing waits: an address over its rate or its share, or a server receiving as many
     // uploads as it takes at once, answers 429 at once.
     let _slot = match state.admission.admit_upload(peer) {

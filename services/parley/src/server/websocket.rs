@@ -8,14 +8,16 @@ use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
-use axum::response::Response;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse as _, Response};
 use axum::routing::{MethodRouter, get};
 
 use super::AppState;
-use super::http::Encoding;
+use super::http::{Encoding, error_response};
 use super::listener::ConnectionSlot;
 use crate::agent::bare_error;
 use crate::error::ApiError;
+use crate::peer::Caller;
 
 /// Which end-point a socket was opened on: CBOR binary frames or UTF-8 JSON text frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,8 +32,15 @@ pub(super) fn route(framing: Framing) -> MethodRouter<AppState> {
         move |ws: WebSocketUpgrade,
               State(state): State<AppState>,
               ConnectInfo(peer): ConnectInfo<SocketAddr>,
-              slot: Option<Extension<ConnectionSlot>>| async move {
-            upgrade(ws, state, peer, slot, framing)
+              slot: Option<Extension<ConnectionSlot>>,
+              request: Parts| async move {
+            let caller = state
+                .caller(peer, &request.headers, &request.extensions)
+                .await;
+            match caller {
+                Ok(caller) => upgrade(ws, state, caller, slot, framing),
+                Err(e) => error_response(Encoding::Json, e).into_response(),
+            }
         },
     )
 }
@@ -44,11 +53,12 @@ pub(super) fn route(framing: Framing) -> MethodRouter<AppState> {
 pub const WS_READ_CHUNK: usize = 8 * 1024;
 
 /// The session keeps the connection's slot (`limits.max_connections`) until it ends; a router
-/// served other than by [`serve`] has none.
+/// served other than by [`serve`] has none. Its caller is resolved once, from the upgrade
+/// request's credentials (a wrong one is refused with 401 before upgrading).
 fn upgrade(
     ws: WebSocketUpgrade,
     state: AppState,
-    peer: SocketAddr,
+    caller: Caller,
     slot: Option<Extension<ConnectionSlot>>,
     framing: Framing,
 ) -> Response {
@@ -57,7 +67,7 @@ fn upgrade(
         .max_frame_size(limit)
         .read_buffer_size(WS_READ_CHUNK)
         .on_upgrade(move |socket| async move {
-            run_socket(socket, state, peer, framing).await;
+            run_socket(socket, state, caller, framing).await;
             drop(slot);
         })
 }
@@ -103,7 +113,8 @@ pub(super) async fn send_within(
 /// One connection: messages are answered in order; pings keep it alive; a peer silent for
 /// three ping intervals, or one that does not read an answer or a ping within
 /// `limits.send_timeout_ms`, is disconnected.
-async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, framing: Framing) {
+async fn run_socket(mut socket: WebSocket, state: AppState, caller: Caller, framing: Framing) {
+    let peer = caller.addr;
     let within = Duration::from_millis(state.limits.send_timeout_ms);
     let interval = Duration::from_millis(state.limits.ws_ping_interval_ms);
     let mut ticker = tokio::time::interval(interval);
@@ -130,10 +141,10 @@ async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, fr
                 };
                 let reply = match frame {
                     WsMessage::Binary(bytes) => {
-                        answer_frame(&state, peer, &bytes, Encoding::Cbor, framing).await
+                        answer_frame(&state, &caller, &bytes, Encoding::Cbor, framing).await
                     }
                     WsMessage::Text(text) => {
-                        answer_frame(&state, peer, text.as_bytes(), Encoding::Json, framing).await
+                        answer_frame(&state, &caller, text.as_bytes(), Encoding::Json, framing).await
                     }
                     WsMessage::Close(_) => break,
                     WsMessage::Ping(_) | WsMessage::Pong(_) => continue,
@@ -158,7 +169,7 @@ async fn run_socket(mut socket: WebSocket, state: AppState, peer: SocketAddr, fr
 /// binary on the text socket is not) gets an error, and the connection stays usable.
 async fn answer_frame(
     state: &AppState,
-    peer: SocketAddr,
+    caller: &Caller,
     bytes: &[u8],
     encoding: Encoding,
     framing: Framing,
@@ -169,10 +180,12 @@ async fn answer_frame(
                 .into(),
         ))
     } else {
-        state.check_rate(peer).and_then(|()| encoding.decode(bytes))
+        state
+            .check_rate(caller.addr)
+            .and_then(|()| encoding.decode(bytes))
     };
     let message = match decoded {
-        Ok(request) => state.answer(request, peer, "ws").await.message,
+        Ok(request) => state.answer(request, caller, "ws").await.message,
         Err(e) => bare_error(&e),
     };
     // The text end-point always answers in text, even when the peer sent binary.

@@ -20,6 +20,7 @@ async fn send_exits_nonzero_when_the_answer_is_an_error() {
         ..Settings::default()
     };
     settings.sandbox.warm_up = false;
+    settings.access.anonymous = parley::config::AnonymousAccess::All.grants();
     let bound = Bound::new(&settings).await.expect("the server starts");
     let url = format!("http://{}/nlip", bound.addr);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -27,8 +27,8 @@ pub fn utf8(path: &Path) -> &str {
     path.to_str().expect("a UTF-8 path")
 }
 
-/// Starts `parley serve` on ephemeral ports, with its data in `dir`, the example capabilities
-/// and logging at info, after `configure` has added what the test needs to the command; returns
+/// Starts `parley serve` on ephemeral ports, with its data in `dir`, the example capabilities,
+/// anonymous peers allowed everything and logging at info, after `configure` has added what the test needs to the command; returns
 /// the child and its NLIP URL, read from the start-up log line. The caller waits for the child;
 /// when start-up fails the test fails with it.
 #[allow(clippy::zombie_processes)]
@@ -46,6 +46,7 @@ pub fn spawn_serve(dir: &Path, configure: impl FnOnce(&mut Command)) -> (Child, 
         .arg(dir)
         .arg("--capabilities")
         .arg(examples().join("capabilities.toml"))
+        .args(["--anonymous-access", "all"])
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())
         .stdout(Stdio::null());
@@ -91,6 +92,7 @@ impl Provider {
             ..Settings::default()
         };
         settings.sandbox.warm_up = false;
+        settings.access.anonymous = parley::config::AnonymousAccess::All.grants();
         // The first negotiation compiles the sandbox's runtime; on a loaded CI machine that can
         // take longer than the default request time limit, which is not what these tests test.
         settings.limits.request_timeout_ms = 180_000;

@@ -28,6 +28,7 @@ mod conversations;
 mod handlers;
 mod model_usage;
 mod negotiations;
+mod peers;
 mod protocols;
 mod uploads;
 mod usage;
@@ -45,9 +46,11 @@ use crate::error::SqlError;
 use crate::model::{
     Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
     Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
-    NewNegotiation, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    NewNegotiation, NewPeer, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
-use crate::rules::{self, check_model_usage, check_outcome, could_exist, existing, json, name};
+use crate::rules::{
+    self, check_model_usage, check_new_peer, check_outcome, could_exist, existing, json, name,
+};
 
 /// The span of one business operation: `store.<operation>` at debug level, so that nothing is built
 /// when debug is off, naming the backend and nothing of the data.
@@ -579,5 +582,33 @@ impl crate::Store for SqlStore {
             model_usage::list(self, owner),
         )
         .await
+    }
+
+    // --- peers ---------------------------------------------------------------------------------
+
+    async fn add_peer(&self, peer: NewPeer) -> Result<PeerRecord, StoreError> {
+        check_new_peer(&peer)?;
+        traced(self, span!("store.add_peer"), peers::add(self, peer)).await
+    }
+
+    async fn peer_by_key_id(&self, key_id: &str) -> Result<Option<PeerRecord>, StoreError> {
+        if !could_exist(key_id) {
+            return Ok(None);
+        }
+        traced(
+            self,
+            span!("store.peer_by_key_id"),
+            peers::by_key_id(self, key_id),
+        )
+        .await
+    }
+
+    async fn list_peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
+        traced(self, span!("store.list_peers"), peers::list(self)).await
+    }
+
+    async fn revoke_peer(&self, id: &str) -> Result<PeerRecord, StoreError> {
+        existing("peer", id)?;
+        traced(self, span!("store.revoke_peer"), peers::revoke(self, id)).await
     }
 }

@@ -2,13 +2,14 @@
 //! on SQLite and PostgreSQL (`story`), log retention, the uploads' size and interrupted
 //! negotiations (`bounded`), resolving abbreviated protocol hashes (`prefix`), model
 //! calls and tokens per owner (`model_usage`), turns and idle expiry of conversations
-//! (`expiry`), the connect timeout (`connect_timeout`), and the
-//! spans the store emits (`spans`).
+//! (`expiry`), declared peers and their keys (`peers`), the connect timeout
+//! (`connect_timeout`), and the spans the store emits (`spans`).
 
 mod bounded;
 mod connect_timeout;
 mod expiry;
 mod model_usage;
+mod peers;
 mod prefix;
 mod spans;
 mod story;

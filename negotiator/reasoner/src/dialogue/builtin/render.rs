@@ -58,7 +58,8 @@ pub(super) fn failure_text(capability: &str, arguments: &Value, error: &Capabili
         | CapabilityError::InvalidResult { message, .. }
         | CapabilityError::NotFound { message, .. }
         | CapabilityError::Unavailable { message, .. }
-        | CapabilityError::ToolError { message, .. } => message.clone(),
+        | CapabilityError::ToolError { message, .. }
+        | CapabilityError::Forbidden { message, .. } => message.clone(),
         CapabilityError::Timeout { after, .. } => {
             format!("no answer within {} ms", after.as_millis())
         }

@@ -14,27 +14,33 @@
 //! - **Verification** frames are refused: Parley does not implement that protocol, and its
 //!   hello does not announce it.
 //!
+//! Each frame is checked for what it does, as NLIP messages are (`crate::access`): meta frames
+//! need `negotiate`, application frames the agreed protocol, natural language `talk`; a
+//! refusal is an error frame with code `forbidden`.
+//!
 //! Every failure is an **error frame**: the header of the frame it answers (meta for one that
 //! has none) and `{"error": {"code", "message"}}` (and `retry_after_ms` when a throttle refused
 //! it), with the stable codes of NLIP's errors plus
 //! `malformed_frame`, `no_protocol` and `unsupported_protocol_type`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use parley_anp::ProtocolHash;
 use parley_nlip::{ErrorInfo, Message};
 use serde_json::{Value, json};
 
+use crate::access::Action;
 use crate::agent::Agent;
 use crate::error::ApiError;
+use crate::peer::Caller;
 use parley_anp::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 
 /// One connection's state on the provider's side.
 #[derive(Debug)]
 pub struct Connection {
     agent: Arc<Agent>,
-    peer: SocketAddr,
+    /// Who opened the connection (resolved from the upgrade request).
+    caller: Caller,
     /// Where the connection's negotiation lives, once a meta frame arrived.
     conversation: Option<String>,
     /// The protocol application frames are served by.
@@ -42,13 +48,17 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(agent: Arc<Agent>, peer: SocketAddr) -> Connection {
+    pub fn new(agent: Arc<Agent>, caller: Caller) -> Connection {
         Connection {
             agent,
-            peer,
+            caller,
             conversation: None,
             protocol: None,
         }
+    }
+
+    pub fn caller(&self) -> &Caller {
+        &self.caller
     }
 
     /// Answers one inbound frame with the frames to send, in order; none when the frame needs
@@ -88,16 +98,19 @@ impl Connection {
             }
             Err(e) => return vec![error_frame(ProtocolType::Meta, "malformed_json", e)],
         };
+        if let Err(e) = self.caller.check(Action::Negotiate) {
+            return vec![api_error_frame(ProtocolType::Meta, &e)];
+        }
         let cid = match &self.conversation {
             Some(cid) => cid.clone(),
-            None => match self.agent.open_conversation(self.peer).await {
+            None => match self.agent.open_conversation(&self.caller).await {
                 Ok(cid) => self.conversation.insert(cid).clone(),
                 Err(e) => return vec![api_error_frame(ProtocolType::Meta, &e)],
             },
         };
         let provider = self.agent.provider();
         let turn =
-            match Box::pin(provider.handle_meta(&cid, &self.peer.to_string(), vec![value])).await {
+            match Box::pin(provider.handle_meta(&cid, &self.caller.party(), vec![value])).await {
                 Ok(turn) => turn,
                 Err(e) => return vec![api_error_frame(ProtocolType::Meta, &e)],
             };
@@ -118,7 +131,7 @@ impl Connection {
         if out.is_empty() {
             // Nothing to say (the peer's codeGeneration, an echo): the seed's framing has no
             // empty acknowledgement, and none is sent.
-            tracing::debug!(peer = %self.peer, "meta frame needs no answer");
+            tracing::debug!(peer = %self.caller.addr, "meta frame needs no answer");
         }
         out
     }
@@ -138,10 +151,17 @@ impl Connection {
                   frames first, or offer an agreed one's hash in sourceHello (protocolHash)",
             );
         };
+        let access = self.agent.access();
+        if let Err(e) = access
+            .may_call_protocol(&self.caller, &hash.to_string())
+            .await
+        {
+            return encode_application(&api_error_value(&e), frame.bare);
+        }
         let answer = Box::pin(self.agent.provider().application(
             &hash,
             &request,
-            &self.peer.ip().to_string(),
+            &self.caller.party(),
             tokio::runtime::Handle::current(),
         ))
         .await;
@@ -157,7 +177,7 @@ impl Connection {
             return error_frame(kind, "malformed_frame", "natural language is UTF-8 text");
         };
         let request = Message::text(parley_nlip::DEFAULT_LANGUAGE, text);
-        let reply = Box::pin(self.agent.handle(&request, self.peer))
+        let reply = Box::pin(self.agent.handle(&request, &self.caller))
             .await
             .message;
         if let Some(error) = ErrorInfo::from_message(&reply) {

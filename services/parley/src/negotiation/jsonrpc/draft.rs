@@ -59,7 +59,7 @@ impl Endpoint {
         }
         let cid = self
             .agent
-            .open_conversation(self.peer)
+            .open_conversation(&self.caller)
             .await
             .map_err(|e| server_error(&e))?;
         let ended = self.negotiate_for_caller(&cid, &text).await;
@@ -143,7 +143,7 @@ impl Endpoint {
         hello.supported_capabilities.clear();
         let mut session = RequesterSession::new(SessionConfig::default());
         let mut outbox = vec![MetaMessage::source_hello(hello)];
-        let peer = self.peer.to_string();
+        let peer = self.caller.party();
         let first = session.start(text);
         if let Some(ended) = act(&mut session, first, &mut outbox) {
             return Ok(ended);

@@ -31,7 +31,6 @@ pub mod describe;
 mod draft;
 mod select;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,6 +47,7 @@ pub use client::{RpcLink, discovery_url};
 pub use describe::Urls;
 
 use crate::agent::Agent;
+use crate::peer::Caller;
 use crate::error::ApiError;
 
 /// How long an agreement's selection is valid (`validUntil`) when nothing else is configured:
@@ -58,7 +58,8 @@ pub const DEFAULT_VALID_FOR: Duration = Duration::from_secs(3600);
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub agent: Arc<Agent>,
-    pub peer: SocketAddr,
+    /// Who sent the request: what it may do is checked as on every framing.
+    pub caller: Caller,
     /// Where this agent's end-points are, as the peer reached it.
     pub urls: Urls,
     /// What `validUntil` adds to the time of an answer.
@@ -89,6 +90,13 @@ impl Endpoint {
     }
 
     async fn negotiate(&self, envelope: &Envelope) -> Result<Value, RpcError> {
+        // An agreement is no authorization: a peer that may not negotiate is told so (1607),
+        // and one that may is still checked on every call of what it agreed.
+        let may = self.caller.principal.grants.allows(parley_auth::Action::Negotiate);
+        if !may {
+            let reason = self.caller.principal.refusal(parley_auth::Action::Negotiate);
+            return Err(RpcError::anp(AnpCode::AuthorizationRequired, reason, None));
+        }
         let provider = self.agent.provider();
         let params = NegotiateParams::read(&envelope.params, provider.max_offered())?;
         self.check_expiry(&params)?;

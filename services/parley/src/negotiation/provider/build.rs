@@ -99,6 +99,13 @@ impl Provider {
     ) -> Result<Built, ApiError> {
         let mut attempt = 0;
         loop {
+            // The peer's protocols call capabilities on its behalf: a handler that needs one it
+            // may not use is not built (the reason says which it may use).
+            if let Err(why) = crate::access::current_may_use(&generated.grants) {
+                return Ok(Built::Failed(format!(
+                    "the handler for this protocol needs a capability that is not yours: {why}"
+                )));
+            }
             let (candidate, report) = match self.verify_candidate(doc, &generated).await? {
                 Ok(verified) => verified,
                 Err(failure) => return Ok(Built::Failed(failure)),

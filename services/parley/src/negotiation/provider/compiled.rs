@@ -135,6 +135,10 @@ mod tests {
                     compiled_handlers,
                     ..crate::config::NegotiationLimits::default()
                 },
+                Arc::new(crate::access::Access::new(
+                    parley_auth::Grants::all(),
+                    store.clone(),
+                )),
             )
         };
         let generated = parley_reasoner::BuiltinProtocolReasoner

@@ -29,6 +29,7 @@ impl Provider {
                 .active_handler(&hash.to_string())
                 .await?
                 .is_some()
+                && self.may_select(&hash.to_string()).await?
             {
                 return Ok(Some(*hash));
             }
@@ -41,8 +42,22 @@ impl Provider {
         self.limits.max_hello_hashes
     }
 
+    /// Whether the caller of the request being handled may call protocol `hash` (a hello
+    /// selects only such a protocol: 0-RTT is no way around an agreement).
+    async fn may_select(&self, hash: &str) -> Result<bool, ApiError> {
+        let Some(caller) = crate::access::current() else {
+            return Ok(true);
+        };
+        match self.access.may_call_protocol(&caller, hash).await {
+            Ok(()) => Ok(true),
+            Err(ApiError::Forbidden(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Answers the peer's `sourceHello` (`value` as received): remembers what it supports,
-    /// selects the first offered protocol with an active handler here (among the first
+    /// selects the first offered protocol with an active handler here that the caller may call
+    /// (among the first
     /// `negotiation.max_hello_hashes` offered), and opens the
     /// transcript of the next negotiation with the exchange.
     pub(super) async fn answer_hello(
@@ -70,7 +85,8 @@ impl Provider {
         let mut known = HashSet::new();
         let offered = hello.meta_protocol.offered_hashes();
         for h in offered.into_iter().take(self.limits.max_hello_hashes) {
-            if self.store.active_handler(&h.to_string()).await?.is_some() {
+            let hash = h.to_string();
+            if self.store.active_handler(&hash).await?.is_some() && self.may_select(&hash).await? {
                 known.insert(h);
             }
         }

@@ -36,6 +36,7 @@ use parley_store::Store;
 pub use self::driver::MetaTurn;
 use self::usage::UsageCounts;
 use super::runner::{ProtocolCache, SandboxRunner};
+use crate::access::Access;
 use crate::config::NegotiationLimits;
 use crate::error::ApiError;
 
@@ -57,6 +58,8 @@ pub struct Provider {
     limits: NegotiationLimits,
     /// Per-peer call counts, written to the store in batches.
     usage: Arc<UsageCounts>,
+    /// Who may call which protocol (a hello selects only those).
+    access: Arc<Access>,
 }
 
 impl Provider {
@@ -67,6 +70,7 @@ impl Provider {
         nl: Arc<dyn Reasoner>,
         sandbox: Arc<Sandbox>,
         limits: NegotiationLimits,
+        access: Arc<Access>,
     ) -> Self {
         Provider {
             specs: DeclaredCapability::all(&capabilities),
@@ -79,7 +83,13 @@ impl Provider {
             cache: ProtocolCache::default(),
             limits,
             usage: Arc::default(),
+            access,
         }
+    }
+
+    /// Who the server's peers are and what they may do.
+    pub fn access(&self) -> &Arc<Access> {
+        &self.access
     }
 
     /// The protocol reasoner, counting the model calls it makes in `meter`.

@@ -1,0 +1,491 @@
+//! Who a request comes from and what it may do.
+//!
+//! [`Access`] is built at start from `[access]` (the anonymous grants, the peers file) and the
+//! store. Every transport hands it what the request presents ([`Access::resolve`]): an
+//! `Authorization: Bearer parley_…` API key (the peers file's entry with that key id, else the
+//! store's peer), or the verified client certificate the listener put in the request's
+//! extensions (the peers file's entry for it), or nothing (anonymous). The answer is a
+//! [`Principal`]; with the peer's address it is the [`Caller`] that `Agent::handle` and every
+//! other path checks its [`Action`]s against.
+//!
+//! # Decisions
+//! - **A wrong credential is refused, never downgraded.** A presented credential that does not
+//!   resolve (malformed, unknown, revoked, another scheme's token) is `unauthenticated` (HTTP 401
+//!   with `WWW-Authenticate: Bearer`), so a client with a stale key learns it at once.
+//! - **Anonymous costs nothing.** A request without credentials gets the one shared anonymous
+//!   principal: no lookup, no allocation.
+//! - **Keys from the store are cached for [`KEY_TTL`]**, the found and the unknown alike: a key
+//!   made by `parley peers add` works within that time on a running server, and a revoked one
+//!   stops within it, while a busy peer costs one lookup a second, not one per request.
+//! - **A certificate without an entry** in the peers file is a named peer (conversations and
+//!   agreements are its own) with the anonymous grants: the operator's CA vouched for the name,
+//!   and nobody granted it more.
+//! - **Indirect calls are checked where every call passes**: [`scoped`] puts the caller in a
+//!   task-local for the request's work, and the [`CallerGuard`] installed in
+//!   `Capabilities::invoke` refuses a capability the caller may not use, whoever proposed the
+//!   call (a tool call, a handler's `host.call`, the reasoner or its model). Work outside a
+//!   request (start-up, the server's own requester) has no caller and is not checked.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::HeaderValue;
+pub use parley_auth::{Action, Grants, Scope};
+use parley_auth::{ApiKey, StoredKey};
+use parley_capabilities::CapabilityError;
+use parley_store::{Role, Store};
+
+use crate::error::ApiError;
+use crate::peer::{Caller, PeerIdentity};
+
+/// How long a key looked up in the store is trusted before it is looked up again.
+pub const KEY_TTL: Duration = Duration::from_secs(1);
+
+/// Most keys (and unknown key ids) remembered at once; the memory is emptied when full.
+const MAX_CACHED_KEYS: usize = 10_000;
+
+/// Most (peer, protocol) agreements remembered as the peer's own.
+const MAX_CACHED_AGREEMENTS: usize = 10_000;
+
+/// Who a request comes from, as far as its credentials tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The peer's id (a peers-file entry, a store peer, a certificate's name); `None`: anonymous.
+    pub id: Option<String>,
+    pub scheme: Scheme,
+    pub grants: Grants,
+}
+
+/// The credential a principal was resolved from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Anonymous,
+    ApiKey,
+    ClientCertificate,
+}
+
+impl Principal {
+    /// How agreements, usage and conversations record this principal: `peer:<id>`, or `None`
+    /// for an anonymous one (recorded by its address).
+    pub fn party(&self) -> Option<String> {
+        self.id.as_ref().map(|id| format!("peer:{id}"))
+    }
+
+    /// Whether `action` is allowed, and if not the `forbidden` error saying what the peer may do
+    /// instead.
+    pub fn check(&self, action: Action<'_>) -> Result<(), ApiError> {
+        if self.grants.allows(action) {
+            return Ok(());
+        }
+        Err(ApiError::Forbidden(self.refusal(action)))
+    }
+
+    /// Why `action` is refused, and what the peer may do instead, from the peer's side.
+    pub fn refusal(&self, action: Action<'_>) -> String {
+        let refused = match action {
+            Action::Negotiate => "you may not negotiate protocols with this agent".to_owned(),
+            Action::Talk => "you may not talk to this agent's reasoner".to_owned(),
+            Action::Capability(name) => format!("you may not use the capability `{name}`"),
+            Action::Protocol { hash, .. } => format!(
+                "you may not call protocol {hash}: it was not agreed by you and is not granted to you"
+            ),
+        };
+        let mut text = format!("{refused}; {}", describe(&self.grants));
+        if self.id.is_none() {
+            text.push_str(
+                " Present an API key (Authorization: Bearer parley_…) or a client certificate for more.",
+            );
+        }
+        text
+    }
+}
+
+/// What `grants` allow, as a sentence addressed to the peer.
+pub fn describe(grants: &Grants) -> String {
+    let mut may = Vec::new();
+    if grants.talk {
+        may.push("talk in natural language (a text message)".to_owned());
+    }
+    if grants.negotiate {
+        may.push("negotiate protocols (a control message of the meta-protocol)".to_owned());
+    }
+    match &grants.capabilities {
+        Scope::Nothing => {}
+        Scope::All => may.push("use every capability".to_owned()),
+        Scope::Only(names) => {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            may.push(format!("use the capabilities {}", names.join(", ")));
+        }
+    }
+    match &grants.protocols {
+        Scope::All => may.push("call every active protocol".to_owned()),
+        _ if grants.negotiate => may.push("call the protocols you agreed".to_owned()),
+        Scope::Only(_) => may.push("call the protocols granted to you".to_owned()),
+        Scope::Nothing => {}
+    }
+    if may.is_empty() {
+        "you may do nothing here.".to_owned()
+    } else {
+        format!("you may {}.", may.join("; "))
+    }
+}
+
+/// A key as the store or the peers file knows it.
+#[derive(Debug, Clone)]
+pub struct KeyPeer {
+    pub id: String,
+    pub key: StoredKey,
+    pub grants: Grants,
+    pub revoked: bool,
+}
+
+/// Resolves credentials to principals; see the module docs.
+pub struct Access {
+    anonymous: Arc<Principal>,
+    store: Arc<dyn Store>,
+    /// Store keys by key id, and when they were looked up (`None`: no such key).
+    keys: Mutex<HashMap<String, (Instant, Option<KeyPeer>)>>,
+    /// (party, protocol hash) pairs known to be the party's own agreement.
+    agreed: Mutex<std::collections::HashSet<(String, String)>>,
+    ttl: Duration,
+}
+
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Access")
+            .field("anonymous", &self.anonymous.grants)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Access {
+    pub fn new(anonymous: Grants, store: Arc<dyn Store>) -> Access {
+        Access {
+            anonymous: Arc::new(Principal {
+                id: None,
+                scheme: Scheme::Anonymous,
+                grants: anonymous,
+            }),
+            store,
+            keys: Mutex::default(),
+            agreed: Mutex::default(),
+            ttl: KEY_TTL,
+        }
+    }
+
+    /// The principal of a peer that presents no credential.
+    pub fn anonymous(&self) -> Arc<Principal> {
+        Arc::clone(&self.anonymous)
+    }
+
+    /// The principal a request's credentials name: its `Authorization` header's API key, else
+    /// its verified client certificate, else anonymous. A credential that is presented and
+    /// wrong is `unauthenticated`.
+    pub async fn resolve(
+        &self,
+        authorization: Option<&HeaderValue>,
+        identity: Option<&PeerIdentity>,
+    ) -> Result<Arc<Principal>, ApiError> {
+        if let Some(header) = authorization {
+            return self.bearer(header).await.map(Arc::new);
+        }
+        if let Some(identity) = identity {
+            return Ok(Arc::new(self.certificate(identity)));
+        }
+        Ok(self.anonymous())
+    }
+
+    async fn bearer(&self, header: &HeaderValue) -> Result<Principal, ApiError> {
+        let unauthenticated = |why: &str| ApiError::Unauthenticated(why.to_owned());
+        let text = header
+            .to_str()
+            .map_err(|_| unauthenticated("the Authorization header is not text"))?;
+        let token = match text.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token,
+            _ => {
+                return Err(unauthenticated(
+                    "send an API key as Authorization: Bearer parley_…",
+                ));
+            }
+        };
+        let key = ApiKey::parse(token)
+            .map_err(|_| unauthenticated("the bearer token is not an API key of this agent"))?;
+        let Some(peer) = self.key_peer(key.key_id()).await? else {
+            return Err(unauthenticated("unknown API key"));
+        };
+        if !peer.key.matches(&key) {
+            return Err(unauthenticated("unknown API key"));
+        }
+        if peer.revoked {
+            return Err(unauthenticated("this API key was revoked"));
+        }
+        Ok(Principal {
+            id: Some(peer.id),
+            scheme: Scheme::ApiKey,
+            grants: peer.grants,
+        })
+    }
+
+    /// The peer of `key_id`, from memory when looked up less than the TTL ago.
+    async fn key_peer(&self, key_id: &str) -> Result<Option<KeyPeer>, ApiError> {
+        {
+            let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((at, peer)) = keys.get(key_id)
+                && at.elapsed() < self.ttl
+            {
+                return Ok(peer.clone());
+            }
+        }
+        let found = self.store_key(key_id).await?;
+        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+        if keys.len() >= MAX_CACHED_KEYS {
+            keys.clear();
+        }
+        keys.insert(key_id.to_owned(), (Instant::now(), found.clone()));
+        Ok(found)
+    }
+
+    /// The store's peer of `key_id`. A row whose digest or grants do not read (written by
+    /// something other than `parley peers`) names no usable peer: logged, and refused.
+    async fn store_key(&self, key_id: &str) -> Result<Option<KeyPeer>, ApiError> {
+        let Some(record) = self.store.peer_by_key_id(key_id).await? else {
+            return Ok(None);
+        };
+        let grants = match serde_json::from_value::<Grants>(record.grants) {
+            Ok(grants) => grants,
+            Err(e) => {
+                tracing::warn!(peer = %record.id, error = %e, "a stored peer's grants do not read; its key is refused");
+                return Ok(None);
+            }
+        };
+        let Some(digest) = record.key_digest else {
+            return Ok(None);
+        };
+        Ok(Some(KeyPeer {
+            id: record.id,
+            key: StoredKey {
+                key_id: key_id.to_owned(),
+                digest,
+            },
+            grants,
+            revoked: record.revoked_at.is_some(),
+        }))
+    }
+
+    fn certificate(&self, identity: &PeerIdentity) -> Principal {
+        Principal {
+            id: Some(identity.name().to_owned()),
+            scheme: Scheme::ClientCertificate,
+            grants: self.anonymous.grants.clone(),
+        }
+    }
+
+    /// Whether `caller` may call protocol `hash`: granted, or its own agreement (one it
+    /// negotiated as the same principal, or anonymously from the same address). The store is
+    /// asked only when the grants do not decide, and an agreement found is remembered.
+    pub async fn may_call_protocol(&self, caller: &Caller, hash: &str) -> Result<(), ApiError> {
+        let grants = &caller.principal.grants;
+        if grants.allows(Action::Protocol { hash, own: false }) {
+            return Ok(());
+        }
+        let refused = || {
+            Err(ApiError::Forbidden(
+                caller
+                    .principal
+                    .refusal(Action::Protocol { hash, own: false }),
+            ))
+        };
+        // An anonymous peer that may not negotiate owns nothing: refused without a lookup.
+        if caller.principal.id.is_none() && !grants.negotiate {
+            return refused();
+        }
+        let party = caller.party();
+        let key = (party, hash.to_owned());
+        if self
+            .agreed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        let agreements = self.store.agreements_for_protocol(hash).await?;
+        let own = agreements
+            .iter()
+            .filter(|a| a.role == Role::Provider)
+            .any(|a| caller.is(&a.peer));
+        if !own {
+            return refused();
+        }
+        let mut agreed = self.agreed.lock().unwrap_or_else(|e| e.into_inner());
+        if agreed.len() >= MAX_CACHED_AGREEMENTS {
+            agreed.clear();
+        }
+        agreed.insert(key);
+        Ok(())
+    }
+}
+
+tokio::task_local! {
+    /// The caller whose request is being handled (see [`scoped`]).
+    static CALLER: Caller;
+}
+
+/// Runs `work` as `caller`'s: capability calls made inside it, however indirectly, are
+/// checked against its grants.
+pub async fn scoped<F: Future>(caller: Caller, work: F) -> F::Output {
+    CALLER.scope(caller, work).await
+}
+
+/// The caller of the request being handled, when there is one.
+pub fn current() -> Option<Caller> {
+    CALLER.try_with(Clone::clone).ok()
+}
+
+/// Checks every capability call against the current caller's grants (installed in
+/// `Capabilities` at start).
+#[derive(Debug, Default)]
+pub struct CallerGuard;
+
+impl parley_capabilities::CallGuard for CallerGuard {
+    fn check(&self, capability: &str) -> Result<(), CapabilityError> {
+        let refusal = CALLER
+            .try_with(|caller| {
+                let action = Action::Capability(capability);
+                (!caller.principal.grants.allows(action)).then(|| caller.principal.refusal(action))
+            })
+            .ok()
+            .flatten();
+        match refusal {
+            None => Ok(()),
+            Some(message) => Err(CapabilityError::Forbidden {
+                capability: capability.to_owned(),
+                message,
+            }),
+        }
+    }
+}
+
+/// Whether the current caller (if any) may have `capabilities` called on its behalf; the first
+/// one it may not use, and the refusal, otherwise.
+pub fn current_may_use<'a>(
+    capabilities: impl IntoIterator<Item = &'a String>,
+) -> Result<(), String> {
+    let Some(caller) = current() else {
+        return Ok(());
+    };
+    for name in capabilities {
+        let action = Action::Capability(name);
+        if !caller.principal.grants.allows(action) {
+            return Err(caller.principal.refusal(action));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn access(dir: &std::path::Path) -> Access {
+        let url = format!("sqlite://{}?mode=rwc", dir.join("a.db").display());
+        let store = parley_store::connect(&url, Default::default())
+            .await
+            .expect("store");
+        Access::new(Grants::talk_only(), store)
+    }
+
+    fn header(value: &str) -> HeaderValue {
+        HeaderValue::from_str(value).expect("a header value")
+    }
+
+    #[tokio::test]
+    async fn credentials_resolve_to_their_peer_and_wrong_ones_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let access = access(dir.path()).await;
+        let anonymous = access.resolve(None, None).await.expect("anonymous");
+        assert!(
+            Arc::ptr_eq(&anonymous, &access.anonymous()),
+            "shared, no allocation"
+        );
+
+        let key = ApiKey::generate().expect("a key");
+        let stored = key.stored();
+        access
+            .store
+            .add_peer(parley_store::NewPeer {
+                id: "shop".into(),
+                key_id: Some(stored.key_id.clone()),
+                key_digest: Some(stored.digest.clone()),
+                grants: serde_json::json!({"negotiate": true}),
+            })
+            .await
+            .expect("a peer");
+        let bearer = header(&format!("Bearer {}", key.reveal()));
+        let shop = access.resolve(Some(&bearer), None).await.expect("the key");
+        assert_eq!(shop.id.as_deref(), Some("shop"));
+        assert_eq!(shop.scheme, Scheme::ApiKey);
+        assert!(shop.grants.negotiate && !shop.grants.talk);
+
+        let other = ApiKey::generate().expect("a key");
+        let forged = format!("Bearer parley_{}_{}", stored.key_id, {
+            let text = other.reveal();
+            text.rsplit('_').next().expect("a secret").to_owned()
+        });
+        for wrong in ["Basic eDp5", "Bearer nope", forged.as_str()] {
+            let refused = access.resolve(Some(&header(wrong)), None).await;
+            assert!(
+                matches!(refused, Err(ApiError::Unauthenticated(_))),
+                "{wrong}: {refused:?}"
+            );
+        }
+
+        access.store.revoke_peer("shop").await.expect("revoked");
+        tokio::time::sleep(KEY_TTL).await;
+        let revoked = access.resolve(Some(&bearer), None).await;
+        assert!(matches!(revoked, Err(ApiError::Unauthenticated(m)) if m.contains("revoked")));
+
+        let named = PeerIdentity::client_certificate("agent-b".into());
+        let b = access.resolve(None, Some(&named)).await.expect("a name");
+        assert_eq!(
+            (b.id.as_deref(), b.scheme, &b.grants),
+            (
+                Some("agent-b"),
+                Scheme::ClientCertificate,
+                &Grants::talk_only()
+            )
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_what_the_peer_may_do_instead() {
+        let anonymous = Principal {
+            id: None,
+            scheme: Scheme::Anonymous,
+            grants: Grants::talk_only(),
+        };
+        let text = anonymous.refusal(Action::Negotiate);
+        assert!(text.starts_with("you may not negotiate"), "{text}");
+        assert!(text.contains("you may talk in natural language"), "{text}");
+        assert!(text.contains("API key"), "{text}");
+        let peer = Principal {
+            id: Some("shop".into()),
+            scheme: Scheme::ApiKey,
+            grants: Grants {
+                negotiate: true,
+                capabilities: Scope::of(["a", "b"]),
+                ..Grants::default()
+            },
+        };
+        let text = peer.refusal(Action::Capability("c"));
+        assert!(text.contains("use the capabilities a, b"), "{text}");
+        assert!(text.contains("call the protocols you agreed"), "{text}");
+        assert!(!text.contains("API key"), "{text}");
+        assert_eq!(
+            describe(&Grants::default()),
+            "you may do nothing here.".to_owned()
+        );
+    }
+}
