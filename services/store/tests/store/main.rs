@@ -3,8 +3,9 @@
 //! negotiations (`bounded`), resolving abbreviated protocol hashes (`prefix`), model
 //! calls and tokens per owner (`model_usage`), turns and idle expiry of conversations
 //! (`expiry`), the connect timeout (`connect_timeout`), and the
-//! spans the store emits (`spans`).
+//! spans the store emits (`spans`), and the audit log (`audit`).
 
+mod audit;
 mod bounded;
 mod connect_timeout;
 mod expiry;
