@@ -55,7 +55,8 @@
 //! - `http`, `dataset`, `agent`, `mcp`: the bindings.
 //! - `catalogue`: the set on offer now (declared capabilities and MCP tools), swapped whole
 //!   when a server's tools change.
-//! - [`Capabilities::invoke`]: input validation → binding → output validation.
+//! - [`Capabilities::invoke`]: input validation → binding → output validation, each call reported
+//!   to the [`InvokeObserver`] the server installed ([`Capabilities::observe`]).
 //!
 //! # Invariants
 //! - A loaded [`Capabilities`] is fully checked: schemas are compiled once, URL templates only
@@ -79,6 +80,7 @@ mod mcp;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -88,6 +90,26 @@ pub use agent::{
     AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
 };
 pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_chain};
+
+/// Told of every [`Capabilities::invoke`] once it returned: what the server records of a call
+/// (its audit) without this crate knowing who asked. Installed once, at start
+/// ([`Capabilities::observe`]), as the `AgentCaller` is; called on the caller's task, so an
+/// implementation can read what that task knows (the peer it works for) and must return quickly:
+/// a handler's `host.call` costs tens of microseconds in all.
+pub trait InvokeObserver: Send + Sync + std::fmt::Debug {
+    fn invoked(&self, call: &Invocation<'_>);
+}
+
+/// One finished call of a capability, as an [`InvokeObserver`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invocation<'a> {
+    /// The name asked for (which may name no capability: `unknown_capability`).
+    pub capability: &'a str,
+    /// `"ok"`, or the failure's [`CapabilityError::code`].
+    pub outcome: &'static str,
+    /// From the call to its answer, input and output validation included.
+    pub elapsed: Duration,
+}
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,6 +241,8 @@ pub struct Capabilities {
     http: reqwest::Client,
     /// Performs the `agent` bindings' calls, once the server installed it.
     agents: OnceLock<Arc<dyn AgentCaller>>,
+    /// Told of every call, once the server installed it.
+    observer: OnceLock<Arc<dyn InvokeObserver>>,
     mcp: mcp::Mcp,
 }
 
@@ -265,6 +289,12 @@ impl Capabilities {
     /// and changes nothing, when one is installed already.
     pub fn connect_agents(&self, caller: Arc<dyn AgentCaller>) -> bool {
         self.agents.set(caller).is_ok()
+    }
+
+    /// Installs what is told of every call ([`InvokeObserver`]). Returns false, and changes
+    /// nothing, when one is installed already.
+    pub fn observe(&self, observer: Arc<dyn InvokeObserver>) -> bool {
+        self.observer.set(observer).is_ok()
     }
 
     /// Starts the MCP servers the file declares and waits until each has listed its tools
@@ -341,8 +371,24 @@ impl Capabilities {
     }
 
     /// Validates `args` against the input schema, performs the binding and validates the
-    /// result against the output schema (a dataset's results were all validated at load).
+    /// result against the output schema (a dataset's results were all validated at load). The
+    /// installed [`InvokeObserver`] is told how it went; a call dropped before it returns (its
+    /// caller timed out) is not reported.
     pub async fn invoke(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
+        let started = Instant::now();
+        let result = self.perform(name, args).await;
+        if let Some(observer) = self.observer.get() {
+            observer.invoked(&Invocation {
+                capability: name,
+                outcome: result.as_ref().map_or_else(CapabilityError::code, |_| "ok"),
+                elapsed: started.elapsed(),
+            });
+        }
+        result
+    }
+
+    /// [`Capabilities::invoke`]'s work.
+    async fn perform(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
         let capability =
             self.catalogue
                 .get(name)

@@ -119,6 +119,7 @@ pub(crate) fn parse(
         catalogue: Arc::new(Catalogue::new(capabilities)),
         http,
         agents: Default::default(),
+        observer: Default::default(),
         mcp: Mcp::new(servers),
     })
 }
