@@ -108,6 +108,11 @@ impl Agent {
         &self.provider
     }
 
+    /// The audit log: what the agent decides on a peer's behalf is recorded there.
+    pub fn audit(&self) -> &crate::audit::Audit {
+        self.provider.audit()
+    }
+
     /// The capabilities this agent offers (their MCP servers are stopped at shutdown).
     pub fn capabilities(&self) -> &Arc<Capabilities> {
         &self.capabilities
@@ -181,8 +186,15 @@ impl Agent {
     }
 
     /// Answers one message: §6.1 (always a reply), §6.2 (tokens echoed), §6.3 (control in,
-    /// control out). Errors become NLIP error messages with their status.
+    /// control out). Errors become NLIP error messages with their status. The work runs for
+    /// the peer's [`Actor`](crate::audit::Actor): the audit log names it.
     pub async fn handle(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
+        let actor = crate::audit::Actor::at(peer);
+        crate::audit::acting_for(actor, self.answer(request, peer)).await
+    }
+
+    /// [`Agent::handle`]'s work.
+    async fn answer(&self, request: &Message, peer: std::net::SocketAddr) -> Reply {
         let route = router::route(request);
         let is_meta = matches!(route, Route::Meta(_));
         let conversation = match self.conversation_for(request, peer, is_meta).await {

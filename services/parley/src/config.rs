@@ -9,12 +9,14 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+mod audit;
 mod limits;
 mod listen;
 mod mcp;
 mod negotiation;
 pub mod tls;
 
+pub use audit::AuditSettings;
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 pub use mcp::McpSettings;
@@ -151,6 +153,8 @@ pub struct Settings {
     pub mcp: McpSettings,
     /// TLS on the listeners, and what the server's own outgoing calls trust.
     pub tls: TlsSettings,
+    /// How the audit log's capability calls are buffered.
+    pub audit: AuditSettings,
 }
 
 impl Default for Settings {
@@ -173,6 +177,7 @@ impl Default for Settings {
             ethics_statement: None,
             mcp: McpSettings::default(),
             tls: TlsSettings::default(),
+            audit: AuditSettings::default(),
         }
     }
 }
@@ -364,6 +369,7 @@ impl Settings {
         self.negotiation.validate()?;
         self.mcp.validate()?;
         self.tls.validate()?;
+        self.audit.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;

@@ -10,7 +10,7 @@ use tracing::Instrument as _;
 
 /// Performs a handler's `host.call` with the real capability bindings. The sandbox awaits the
 /// returned future on the call's own task; off the runtime (a blocking caller) the capability
-/// runs as a task on `runtime` instead.
+/// runs as a task on `runtime` instead, for the same [`crate::audit::Actor`].
 #[derive(Debug, Clone)]
 pub struct CapabilityBridge {
     capabilities: Arc<Capabilities>,
@@ -40,6 +40,9 @@ impl parley_sandbox::CapabilityHost for CapabilityBridge {
                 .map_err(|e| format!("{}: {e}", e.code()))
         }
         .instrument(span);
+        // The call is the handler's caller's, wherever it runs: the audit log names that actor.
+        let invoke =
+            crate::audit::acting_for(crate::audit::current_actor().unwrap_or_default(), invoke);
         if tokio::runtime::Handle::try_current().is_ok() {
             return Box::pin(invoke);
         }

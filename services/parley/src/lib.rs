@@ -27,6 +27,8 @@
 //! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
 //!   per-address limits and of conversation binding.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
+//! - [`audit`]: the audit log's writer (decisions written at once, capability calls in
+//!   batches) and the [`audit::Actor`] a request's work runs for.
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
 //! - [`metrics`], [`telemetry`]: Prometheus counters; the tracing subscriber.
@@ -51,6 +53,7 @@
 //! leaves them disabled. Message bodies, arguments and secrets are never recorded.
 
 pub mod agent;
+pub mod audit;
 pub mod cli;
 pub mod client;
 pub mod config;

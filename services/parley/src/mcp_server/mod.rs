@@ -131,7 +131,8 @@ impl rmcp::ServerHandler for ParleyMcp {
         })?;
         let target = self.tools.resolve(&request.name).await?;
         let arguments = request.arguments.unwrap_or_default();
-        let result = call::perform(&self.tools, target, arguments, peer, self.timeout).await;
+        let call = call::perform(&self.tools, target, arguments, peer, self.timeout);
+        let result = crate::audit::acting_for(crate::audit::Actor::at(peer), call).await;
         Ok(result.into())
     }
 }

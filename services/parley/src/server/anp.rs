@@ -18,6 +18,7 @@ use axum::response::Response;
 use super::AppState;
 use super::listener::ConnectionSlot;
 use super::websocket::{WS_READ_CHUNK, keep_alive, send_within};
+use crate::audit::Actor;
 use crate::error::ApiError;
 use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
@@ -92,7 +93,7 @@ async fn run(mut socket: WebSocket, state: AppState, peer: SocketAddr) {
             }
         }
     }
-    connection.close().await;
+    crate::audit::acting_for(Actor::at(peer), connection.close()).await;
     if closed_by_peer {
         // Answered once every frame before it, and the connection's end, were handled: a peer
         // that waits for this knows the provider is done with the connection.
@@ -113,7 +114,8 @@ async fn answer(
     }
     let limit = state.limits.request_timeout_ms;
     let span = tracing::debug_span!("anp.frame", %peer);
-    let answered = tracing::Instrument::instrument(connection.answer(bytes), span);
+    let answered = crate::audit::acting_for(Actor::at(peer), connection.answer(bytes));
+    let answered = tracing::Instrument::instrument(answered, span);
     match tokio::time::timeout(Duration::from_millis(limit), answered).await {
         Ok(replies) => replies,
         Err(_) => vec![error_for(bytes, &ApiError::Timeout(limit))],

@@ -135,6 +135,7 @@ mod tests {
                     compiled_handlers,
                     ..crate::config::NegotiationLimits::default()
                 },
+                crate::audit::Audit::new(store.clone(), &Default::default()),
             )
         };
         let generated = parley_reasoner::BuiltinProtocolReasoner

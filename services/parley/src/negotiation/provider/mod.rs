@@ -13,6 +13,8 @@
 //!   its check, what it buys, how to switch it off.
 //! - `outcome`: transcripts, activation of the verified handler, the recorded outcome, and what
 //!   the negotiation's reasoning cost (model calls and tokens, settled after every message).
+//!   A negotiation's start (in `driver`), its end and a handler's activation are written to the
+//!   audit log before the turn is answered.
 //! - `serve`: application messages, hash → handler → answer.
 //! - `usage`: per-peer usage counts and their flusher.
 
@@ -36,6 +38,7 @@ use parley_store::Store;
 pub use self::driver::MetaTurn;
 use self::usage::UsageCounts;
 use super::runner::{ProtocolCache, SandboxRunner};
+use crate::audit::Audit;
 use crate::config::NegotiationLimits;
 use crate::error::ApiError;
 
@@ -57,6 +60,8 @@ pub struct Provider {
     limits: NegotiationLimits,
     /// Per-peer call counts, written to the store in batches.
     usage: Arc<UsageCounts>,
+    /// Where negotiations and activations are recorded.
+    audit: Audit,
 }
 
 impl Provider {
@@ -67,6 +72,7 @@ impl Provider {
         nl: Arc<dyn Reasoner>,
         sandbox: Arc<Sandbox>,
         limits: NegotiationLimits,
+        audit: Audit,
     ) -> Self {
         Provider {
             specs: DeclaredCapability::all(&capabilities),
@@ -79,7 +85,13 @@ impl Provider {
             cache: ProtocolCache::default(),
             limits,
             usage: Arc::default(),
+            audit,
         }
+    }
+
+    /// The audit log this provider records in.
+    pub fn audit(&self) -> &Audit {
+        &self.audit
     }
 
     /// The protocol reasoner, counting the model calls it makes in `meter`.
