@@ -12,6 +12,10 @@
 //! | what was refused (`negotiate`, `talk`, `capability.call`, `protocol.call`) | what it named | `refused` | before the refusal is answered |
 //! | `capability.call` | the capability's name | `ok`, or the failure's code | in batches |
 //!
+//! A negotiation a crash cut short in the middle of a turn has its start and no end here: the
+//! next server ends it (`Store::fail_interrupted_negotiations`, reason `interrupted`) in the
+//! negotiations' own record.
+//!
 //! Each event names its [`Actor`]: the authenticated peer's id, when a credential named one, and
 //! the address the request came from. The detail (JSON) says what else explains it: the
 //! conversation, the protocol agreed, the reason, a call's duration.
