@@ -56,7 +56,8 @@
 //! - `catalogue`: the set on offer now (declared capabilities and MCP tools), swapped whole
 //!   when a server's tools change.
 //! - [`Capabilities::invoke`]: the caller's check ([`CallGuard`]) → input validation → binding
-//!   → output validation.
+//!   → output validation, each call reported to the [`InvokeObserver`] the server installed
+//!   ([`Capabilities::observe`]).
 //!
 //! # Invariants
 //! - A loaded [`Capabilities`] is fully checked: schemas are compiled once, URL templates only
@@ -80,6 +81,7 @@ mod mcp;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -89,6 +91,26 @@ pub use agent::{
     AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
 };
 pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_chain};
+
+/// Told of every [`Capabilities::invoke`] once it returned: what the server records of a call
+/// (its audit) without this crate knowing who asked. Installed once, at start
+/// ([`Capabilities::observe`]), as the `AgentCaller` is; called on the caller's task, so an
+/// implementation can read what that task knows (the peer it works for) and must return quickly:
+/// a handler's `host.call` costs tens of microseconds in all.
+pub trait InvokeObserver: Send + Sync + std::fmt::Debug {
+    fn invoked(&self, call: &Invocation<'_>);
+}
+
+/// One finished call of a capability, as an [`InvokeObserver`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invocation<'a> {
+    /// The name asked for (which may name no capability: `unknown_capability`).
+    pub capability: &'a str,
+    /// `"ok"`, or the failure's [`CapabilityError::code`].
+    pub outcome: &'static str,
+    /// From the call to its answer, input and output validation included.
+    pub elapsed: Duration,
+}
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +253,8 @@ pub struct Capabilities {
     agents: OnceLock<Arc<dyn AgentCaller>>,
     /// Checks each call before it is made, once the server installed it.
     guard: OnceLock<Arc<dyn CallGuard>>,
+    /// Told of every call, once the server installed it.
+    observer: OnceLock<Arc<dyn InvokeObserver>>,
     mcp: mcp::Mcp,
 }
 
@@ -283,6 +307,12 @@ impl Capabilities {
     /// false, and changes nothing, when one is installed already.
     pub fn guard_calls(&self, guard: Arc<dyn CallGuard>) -> bool {
         self.guard.set(guard).is_ok()
+    }
+
+    /// Installs what is told of every call ([`InvokeObserver`]). Returns false, and changes
+    /// nothing, when one is installed already.
+    pub fn observe(&self, observer: Arc<dyn InvokeObserver>) -> bool {
+        self.observer.set(observer).is_ok()
     }
 
     /// Starts the MCP servers the file declares and waits until each has listed its tools
@@ -370,10 +400,26 @@ impl Capabilities {
         out
     }
 
-    /// Checks the call with the installed [`CallGuard`], validates `args` against the input
-    /// schema, performs the binding and validates the result against the output schema (a
-    /// dataset's results were all validated at load).
+    /// Checks the call with the installed [`CallGuard`] (a refusal is reported too), validates
+    /// `args` against the input schema, performs the binding and validates the
+    /// result against the output schema (a dataset's results were all validated at load). The
+    /// installed [`InvokeObserver`] is told how it went; a call dropped before it returns (its
+    /// caller timed out) is not reported.
     pub async fn invoke(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
+        let started = Instant::now();
+        let result = self.perform(name, args).await;
+        if let Some(observer) = self.observer.get() {
+            observer.invoked(&Invocation {
+                capability: name,
+                outcome: result.as_ref().map_or_else(CapabilityError::code, |_| "ok"),
+                elapsed: started.elapsed(),
+            });
+        }
+        result
+    }
+
+    /// [`Capabilities::invoke`]'s work: the caller's check first.
+    async fn perform(&self, name: &str, args: Value) -> Result<Value, CapabilityError> {
         if let Some(guard) = self.guard.get() {
             guard.check(name)?;
         }

@@ -120,6 +120,7 @@ pub(crate) fn parse(
         http,
         agents: Default::default(),
         guard: Default::default(),
+        observer: Default::default(),
         mcp: Mcp::new(servers),
     })
 }

@@ -135,6 +135,11 @@ impl Agent {
         self.provider.access()
     }
 
+    /// The audit log: what the agent decides on a peer's behalf is recorded there.
+    pub fn audit(&self) -> &crate::audit::Audit {
+        self.provider.audit()
+    }
+
     /// The capabilities this agent offers (their MCP servers are stopped at shutdown).
     pub fn capabilities(&self) -> &Arc<Capabilities> {
         &self.capabilities
@@ -234,6 +239,11 @@ impl Agent {
             return self.error_reply(request, None, refused.into());
         }
         if let Err(e) = self.permit(&route, caller).await {
+            if let ApiError::Forbidden(reason) = &e {
+                let (action, subject) = audited(&route);
+                let actor = crate::audit::Actor::of(caller);
+                self.audit().refused(&actor, action, &subject, reason).await;
+            }
             return self.error_reply(request, None, e);
         }
         let is_meta = matches!(route, Route::Meta(_));
@@ -596,6 +606,19 @@ fn belongs_to(conversation: &parley_store::Conversation, caller: &Caller) -> boo
         .peer
         .as_deref()
         .is_none_or(|owner| caller.is(owner))
+}
+
+/// How the audit log names what a refused message asked for: its action and subject.
+fn audited(route: &Route<'_>) -> (&'static str, String) {
+    match route {
+        Route::Meta(_) => ("negotiate", "meta-protocol".to_owned()),
+        Route::Application(Ok((hash, _))) => ("protocol.call", hash.to_string()),
+        Route::ToolCall(Ok(call)) => ("capability.call", call.name.to_owned()),
+        Route::NaturalLanguage => ("talk", "reasoner".to_owned()),
+        Route::Control | Route::Application(Err(_)) | Route::ToolCall(Err(_)) => {
+            ("message", "-".to_owned())
+        }
+    }
 }
 
 /// Text of the first submessage and of every text submessage, in order.

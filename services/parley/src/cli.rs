@@ -3,6 +3,7 @@
 #[macro_use]
 mod output;
 mod args;
+mod audit;
 mod inspect;
 mod requester;
 
@@ -115,6 +116,7 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Conversations(ConversationsCommand::Show { id, store }) => {
             inspect::conversations_show(&id, store).await
         }
+        Command::Audit(args) => audit::audit(args).await,
     }
 }
 

@@ -9,8 +9,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-pub mod issuers;
 pub mod access;
+mod audit;
+pub mod issuers;
 mod limits;
 mod listen;
 mod mcp;
@@ -19,6 +20,7 @@ mod throttle;
 pub mod tls;
 
 pub use access::{AccessSettings, AnonymousAccess};
+pub use audit::AuditSettings;
 pub use limits::Limits;
 pub use listen::{BadListenAddr, ListenAddr};
 pub use mcp::McpSettings;
@@ -160,6 +162,8 @@ pub struct Settings {
     pub throttle: Throttle,
     /// Who may do what: anonymous peers, the peers file.
     pub access: AccessSettings,
+    /// How the audit log's capability calls are buffered.
+    pub audit: AuditSettings,
 }
 
 impl Default for Settings {
@@ -184,6 +188,7 @@ impl Default for Settings {
             tls: TlsSettings::default(),
             throttle: Throttle::default(),
             access: AccessSettings::default(),
+            audit: AuditSettings::default(),
         }
     }
 }
@@ -383,6 +388,7 @@ impl Settings {
         self.tls.validate()?;
         self.throttle.validate()?;
         self.access.validate()?;
+        self.audit.validate()?;
         self.sandbox
             .validate()
             .map_err(|e| invalid("sandbox", e.to_string()))?;

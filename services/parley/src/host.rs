@@ -10,7 +10,7 @@ use tracing::Instrument as _;
 
 /// Performs a handler's `host.call` with the real capability bindings. The sandbox awaits the
 /// returned future on the call's own task; off the runtime (a blocking caller) the capability
-/// runs as a task on `runtime` instead.
+/// runs as a task on `runtime` instead, for the same [`crate::peer::Caller`].
 #[derive(Debug, Clone)]
 pub struct CapabilityBridge {
     capabilities: Arc<Capabilities>,
@@ -40,6 +40,15 @@ impl parley_sandbox::CapabilityHost for CapabilityBridge {
                 .map_err(|e| format!("{}: {e}", e.code()))
         }
         .instrument(span);
+        // The call is the handler's caller's, wherever it runs: its grants decide it and the
+        // audit log names it.
+        let caller = crate::access::current();
+        let invoke = async move {
+            match caller {
+                Some(caller) => crate::access::scoped(caller, invoke).await,
+                None => invoke.await,
+            }
+        };
         if tokio::runtime::Handle::try_current().is_ok() {
             return Box::pin(invoke);
         }

@@ -31,6 +31,8 @@
 //! - [`throttle`]: how often one address or authenticated peer may send messages, negotiate,
 //!   have the reasoner answer, and upload; checked by the transports and the agent.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
+//! - [`audit`]: the audit log's writer (decisions written at once, capability calls in
+//!   batches) and the [`audit::Actor`] a request's work runs for.
 //! - [`client`]: an NLIP client over HTTP and WebSocket.
 //! - [`error`]: `ApiError`, every failure with a stable code, a status and an NLIP form.
 //! - [`metrics`], [`telemetry`]: Prometheus counters; the tracing subscriber.
@@ -56,6 +58,7 @@
 
 pub mod access;
 pub mod agent;
+pub mod audit;
 pub mod cli;
 pub mod client;
 pub mod config;

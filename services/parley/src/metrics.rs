@@ -18,6 +18,9 @@
 //! `messages`, `negotiations`, `model_calls`, `uploads`, `scope` = `address` or `peer`.
 //! NLIP tool calls (`router`): `parley_tool_calls_total{outcome}`, `outcome` = `ok` or the
 //! failure's code. Idle conversations the sweep removed: `parley_conversations_expired_total`.
+//! The audit log (`audit`): `parley_audit_dropped_total` (capability calls not recorded, the
+//! buffer full) and `parley_audit_write_failures_total{kind}` (`decision` or `batch`: writes the
+//! database did not take).
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -137,6 +140,16 @@ pub fn throttled(kind: &'static str, scope: &'static str) {
 /// One NLIP tool call answered: `ok`, or its failure's code.
 pub fn tool_call(outcome: &'static str) {
     count("parley_tool_calls_total", one("outcome", outcome), 1);
+}
+
+/// Capability calls the audit log could not record: its buffer was full.
+pub fn audit_dropped(n: u64) {
+    count("parley_audit_dropped_total", [("", ""), ("", "")], n);
+}
+
+/// An audit write the database did not take (`decision` or `batch`).
+pub fn audit_write_failed(kind: &'static str) {
+    count("parley_audit_write_failures_total", one("kind", kind), 1);
 }
 
 /// Conversations the idle sweep removed.

@@ -1,5 +1,5 @@
 //! Background work that runs on a period: the sweeps of idle conversations and of negotiations
-//! a stopped process interrupted.
+//! a stopped process interrupted; and the last writes at shutdown, retried for a while.
 
 use std::future::Future;
 use std::time::Duration;
@@ -19,4 +19,26 @@ where
             tick().await;
         }
     })
+}
+
+/// How often [`retry_within`] tries again.
+const RETRY_EVERY: Duration = Duration::from_millis(100);
+
+/// Runs `step` until it returns 0 (nothing left to do) or `within` has passed, every
+/// [`RETRY_EVERY`]; returns what the last step left. One step at least, also when `within` is
+/// zero: what the last flush at shutdown does while the database cannot take it.
+pub(crate) async fn retry_within<F, Fut>(within: Duration, mut step: F) -> usize
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = usize>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let left = step().await;
+        let now = tokio::time::Instant::now();
+        if left == 0 || now >= deadline {
+            return left;
+        }
+        tokio::time::sleep(RETRY_EVERY.min(deadline - now)).await;
+    }
 }

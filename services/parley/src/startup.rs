@@ -19,6 +19,7 @@ use parley_store::{Store, StoreError, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::agent::{Agent, AgentSettings};
+use crate::audit::Audit;
 use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
 use crate::model_endpoint;
 use crate::negotiation::provider::Provider;
@@ -311,6 +312,8 @@ impl Bound {
         let sandbox = build_sandbox(settings)?;
         let protocol_reasoner = build_protocol_reasoner(settings)?;
         let access = build_access(settings, &capabilities, &store)?;
+        let audit = Audit::new(store.clone(), &settings.audit);
+        audit.observe(&capabilities);
         let provider = Arc::new(Provider::new(
             store.clone(),
             capabilities.clone(),
@@ -319,6 +322,7 @@ impl Bound {
             sandbox.clone(),
             settings.negotiation,
             access,
+            audit,
         ));
         let (listener, addr) = listen(&listen_on).await?;
         let (upload_listener, upload_addr) = listen(&upload_on).await?;
@@ -389,7 +393,9 @@ impl Bound {
         );
         let provider = self.state.agent.provider().clone();
         let capabilities = self.state.agent.capabilities().clone();
+        let audit = self.state.agent.audit().clone();
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
+        let audit_flusher = audit.spawn_flusher();
         let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
         let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
         let limits = &self.state.limits;
@@ -401,11 +407,13 @@ impl Bound {
         let _tls_watch = self.tls_watch;
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
+        audit_flusher.abort();
         sweeper.abort();
         if let Some(expiry) = expiry {
             expiry.abort();
         }
         provider.flush_usage_within(last_flush).await;
+        audit.flush_within(last_flush).await;
         capabilities.shutdown().await;
         served.map_err(StartupError::Serve)
     }

@@ -3,8 +3,8 @@
 //! Parley keeps everything that must survive a restart here: NLIP conversations and their message
 //! logs, content-addressed uploads, agreed ANP protocols and who agreed them, negotiation
 //! transcripts, generated handlers, per-peer protocol usage, the language-model calls and tokens
-//! each conversation and negotiation spent, and the peers the operator declared (their API keys'
-//! digests and grants). Callers see one [`Store`] trait of
+//! each conversation and negotiation spent, the peers the operator declared (their API keys'
+//! digests and grants), and the audit log of who did what. Callers see one [`Store`] trait of
 //! business operations; [`connect`] picks the backend from the URL.
 //!
 //! # Layout
@@ -36,7 +36,8 @@
 //!   its own, so no business rule depends on the caller's discipline.
 //! - **The store computes what identifies data**: upload ids and protocol hashes (SHA-256 of the
 //!   exact bytes), handler source hashes, log sequence numbers, UUIDs and timestamps. Nothing of the
-//!   kind is taken from a caller.
+//!   kind is taken from a caller, but the time of an audit event: it happened before the batch
+//!   that records it was written.
 //! - **Rules that matter are also constraints**: one active handler per protocol (partial unique
 //!   index), consecutive log sequence numbers (primary key + counter row), an accepted negotiation
 //!   names its protocol (CHECK), every enumeration is a CHECKed closed set.
@@ -60,12 +61,12 @@ use tracing::Instrument as _;
 
 pub use error::{BackendError, StoreError};
 pub use model::{
-    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, ModelUsage,
-    ModelUsageOwner, Negotiation, NegotiationOutcome, NegotiationRecord, NegotiationStatus,
-    NewAgreement, NewConversation, NewHandler, NewNegotiation, NewPeer, PeerRecord, Protocol,
-    ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, AuditEvent, AuditFilter, Conversation, Direction, HandlerRecord, HandlerState,
+    LoggedMessage, ModelUsage, ModelUsageOwner, Negotiation, NegotiationOutcome, NegotiationRecord,
+    NegotiationStatus, NewAgreement, NewAuditEvent, NewConversation, NewHandler, NewNegotiation,
+    NewPeer, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
 };
-pub use store::{MAX_PAGE, Store, StoreOptions, sha256_hex};
+pub use store::{MAX_AUDIT_TEXT, MAX_PAGE, Store, StoreOptions, sha256_hex};
 
 /// Opens the store named by `url` and brings its schema up to date.
 ///

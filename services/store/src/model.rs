@@ -354,3 +354,53 @@ pub struct PeerRecord {
     /// When its key stopped being honoured; `None` while it is.
     pub revoked_at: Option<DateTime<Utc>>,
 }
+
+/// Something that happened on a peer's behalf, to record with [`crate::Store::append_audit`]:
+/// who (`peer`, `address`), what (`action` on `subject`), when (`at`) and how it went
+/// (`outcome`). The store keeps the words as given; what they may be is the caller's vocabulary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NewAuditEvent {
+    /// When it happened. Taken from the caller, unlike every other timestamp in the store: events
+    /// written in batches happened before the batch is written. Kept at microsecond precision.
+    pub at: DateTime<Utc>,
+    /// The authenticated peer's id, when a credential named one; not empty.
+    pub peer: Option<String>,
+    /// The peer's network address; not empty.
+    pub address: Option<String>,
+    /// What was done or attempted (`negotiation.start`, `capability.call`, ...); not empty.
+    pub action: String,
+    /// What it was done to (a negotiation id, a protocol hash, a capability name); not empty.
+    pub subject: String,
+    /// How it went (`ok`, `refused`, `failed`, an error code); not empty.
+    pub outcome: String,
+    /// Whatever else explains it, as JSON.
+    pub detail: Option<Value>,
+}
+
+/// A recorded [`NewAuditEvent`] with the id the store gave it (ids grow in insertion order).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEvent {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub peer: Option<String>,
+    pub address: Option<String>,
+    pub action: String,
+    pub subject: String,
+    pub outcome: String,
+    pub detail: Option<Value>,
+}
+
+/// Which audit events [`crate::Store::list_audit`] returns: those matching every field that is
+/// set, newest first, at most `limit` (capped at [`crate::MAX_PAGE`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    pub peer: Option<String>,
+    pub address: Option<String>,
+    pub action: Option<String>,
+    pub outcome: Option<String>,
+    /// Events at or after this instant.
+    pub since: Option<DateTime<Utc>>,
+    /// Events before this instant.
+    pub until: Option<DateTime<Utc>>,
+    pub limit: u32,
+}

@@ -16,8 +16,9 @@ use uuid::fmt::Hyphenated;
 use crate::StoreError;
 
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage, ModelUsage,
-    Negotiation, NegotiationStatus, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, AuditEvent, Conversation, Direction, HandlerRecord, HandlerState, LoggedMessage,
+    ModelUsage, Negotiation, NegotiationStatus, PeerRecord, Protocol, ProtocolUsage, Role, Upload,
+    UploadMeta,
 };
 
 /// A closed set stored as a TEXT column on both backends (the model's enumerations).
@@ -428,6 +429,33 @@ impl From<PeerRow> for PeerRecord {
     }
 }
 
+#[derive(Debug, FromRow)]
+pub(crate) struct AuditRow {
+    id: i64,
+    at: DateTime<Utc>,
+    peer: Option<String>,
+    address: Option<String>,
+    action: String,
+    subject: String,
+    outcome: String,
+    detail: Option<Value>,
+}
+
+impl From<AuditRow> for AuditEvent {
+    fn from(row: AuditRow) -> Self {
+        Self {
+            id: row.id,
+            at: row.at,
+            peer: row.peer,
+            address: row.address,
+            action: row.action,
+            subject: row.subject,
+            outcome: row.outcome,
+            detail: row.detail,
+        }
+    }
+}
+
 // Column lists, one per row struct, shared by every SELECT and RETURNING on both backends so a
 // column added to a row struct is added everywhere at once. Macros rather than consts so queries can
 // be assembled with `concat!` into `&'static str` at compile time.
@@ -494,7 +522,14 @@ macro_rules! peer_columns {
     };
 }
 
+macro_rules! audit_columns {
+    () => {
+        "id, at, peer, address, action, subject, outcome, detail"
+    };
+}
+
 pub(crate) use {
-    agreement_columns, conversation_columns, handler_columns, message_columns, model_usage_columns,
-    negotiation_columns, peer_columns, protocol_columns, upload_meta_columns, usage_columns,
+    agreement_columns, audit_columns, conversation_columns, handler_columns, message_columns,
+    model_usage_columns, negotiation_columns, peer_columns, protocol_columns, upload_meta_columns,
+    usage_columns,
 };

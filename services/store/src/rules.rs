@@ -13,11 +13,13 @@
 //! * a cut-off that selects rows to delete by age is not in the future;
 //! * a peer's key is its id and its digest (a SHA-256) together, or neither, and its grants are
 //!   a JSON object.
+//! * an audit event's words are short (`MAX_AUDIT_TEXT`).
 
 use serde_json::Value;
 
 use crate::StoreError;
-use crate::model::{ModelUsage, NegotiationOutcome, NegotiationStatus, NewPeer};
+use crate::model::{ModelUsage, NegotiationOutcome, NegotiationStatus, NewAuditEvent, NewPeer};
+use crate::store::MAX_AUDIT_TEXT;
 
 /// 64 lower-case hex digits: checked before SQL so a malformed hash is reported as what it is,
 /// not as "not found" or a constraint violation.
@@ -181,6 +183,34 @@ pub(crate) fn check_new_peer(peer: &NewPeer) -> Result<(), StoreError> {
     json("grants", &peer.grants)
 }
 
+/// An audit event: its words named, storable and short, its detail storable JSON.
+pub(crate) fn check_audit_event(event: &NewAuditEvent) -> Result<(), StoreError> {
+    let optional = [
+        ("audit peer", &event.peer),
+        ("audit address", &event.address),
+    ];
+    let given = optional
+        .into_iter()
+        .filter_map(|(what, value)| value.as_deref().map(|v| (what, v)));
+    let words = [
+        ("audit action", event.action.as_str()),
+        ("audit subject", event.subject.as_str()),
+        ("audit outcome", event.outcome.as_str()),
+    ];
+    for (what, value) in words.into_iter().chain(given) {
+        name(what, value)?;
+        if value.len() > MAX_AUDIT_TEXT {
+            return Err(StoreError::Invalid(format!(
+                "{what} must be at most {MAX_AUDIT_TEXT} bytes"
+            )));
+        }
+    }
+    if let Some(detail) = &event.detail {
+        json("audit detail", detail)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -224,6 +254,48 @@ mod tests {
             Err(StoreError::NotFound { .. })
         ));
         assert!(matches!(name("peer", ""), Err(StoreError::Invalid(_))));
+    }
+
+    #[test]
+    fn audit_events_need_short_storable_words() {
+        let event = NewAuditEvent {
+            at: chrono::Utc::now(),
+            peer: None,
+            address: Some("127.0.0.1".into()),
+            action: "capability.call".into(),
+            subject: "getProductInfo".into(),
+            outcome: "ok".into(),
+            detail: Some(json!({"duration_us": 31})),
+        };
+        assert!(check_audit_event(&event).is_ok());
+        let bad = [
+            NewAuditEvent {
+                action: String::new(),
+                ..event.clone()
+            },
+            NewAuditEvent {
+                peer: Some(String::new()),
+                ..event.clone()
+            },
+            NewAuditEvent {
+                subject: "x".repeat(MAX_AUDIT_TEXT + 1),
+                ..event.clone()
+            },
+            NewAuditEvent {
+                outcome: "o\u{0}k".into(),
+                ..event.clone()
+            },
+            NewAuditEvent {
+                detail: Some(json!({"reason": "\u{0}"})),
+                ..event.clone()
+            },
+        ];
+        for bad in bad {
+            assert!(
+                matches!(check_audit_event(&bad), Err(StoreError::Invalid(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,14 +10,19 @@ use uuid::Uuid;
 
 use crate::StoreError;
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
-    Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
-    NewNegotiation, NewPeer, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, AuditEvent, AuditFilter, Conversation, Direction, HandlerRecord, LoggedMessage,
+    ModelUsage, ModelUsageOwner, Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement,
+    NewAuditEvent, NewConversation, NewHandler, NewNegotiation, NewPeer, PeerRecord, Protocol,
+    ProtocolUsage, Role, Upload, UploadMeta,
 };
 
 /// Most rows a listing returns, whatever limit the caller asks for; keeps one request from pulling a
 /// whole log into memory.
 pub const MAX_PAGE: u32 = 1000;
+
+/// Longest an audit event's words (`peer`, `address`, `action`, `subject`, `outcome`) may be, in
+/// bytes: they name things, and a peer chooses some of them (a capability name it asked for).
+pub const MAX_AUDIT_TEXT: usize = 1024;
 
 /// Connection settings that are not part of the URL.
 #[derive(Debug, Clone)]
@@ -293,6 +298,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// not given out again). Revoking a revoked peer keeps the first time; an unknown id is
     /// `NotFound`.
     async fn revoke_peer(&self, id: &str) -> Result<PeerRecord, StoreError>;
+    // --- audit ---------------------------------------------------------------------------------
+
+    /// Appends `events` to the audit log in one transaction: all of them or none (an empty batch
+    /// writes nothing). Every event is checked first: `action`, `subject` and `outcome` not
+    /// empty, `peer` and `address` not empty when given, none of them longer than
+    /// [`MAX_AUDIT_TEXT`] bytes, no U+0000 anywhere; one bad event makes the batch `Invalid`.
+    /// Nothing deletes an audit event: not the expiry of the conversation it happened in, nor
+    /// anything else.
+    async fn append_audit(&self, events: &[NewAuditEvent]) -> Result<(), StoreError>;
+
+    /// The audit events matching every field `filter` sets, newest first (of one instant, the
+    /// later recorded first), at most `filter.limit` (capped at [`MAX_PAGE`]). A filter value no
+    /// event can have (empty, or holding U+0000) matches nothing.
+    async fn list_audit(&self, filter: AuditFilter) -> Result<Vec<AuditEvent>, StoreError>;
 }
 
 // --- shared by both backends -------------------------------------------------------------------

@@ -1,9 +1,13 @@
 //! Loading capabilities files (valid and invalid, each refusal's message checked), dataset
-//! lookups, and the shipped example file.
+//! lookups, what an installed observer is told of calls, and the shipped example file.
 
 use std::path::{Path, PathBuf};
 
-use parley_capabilities::{Capabilities, CapabilityError, FileFormat, LoadError};
+use std::sync::{Arc, Mutex};
+
+use parley_capabilities::{
+    Capabilities, CapabilityError, FileFormat, Invocation, InvokeObserver, LoadError,
+};
 use serde_json::{Value, json};
 
 const PRODUCTS: &str = r#"[
@@ -366,6 +370,51 @@ async fn invoke_rejects_unknown_capabilities_and_bad_arguments() {
         .await
         .expect_err("missing field");
     assert_eq!(err.code(), "invalid_arguments");
+}
+
+/// What an observer was told: (capability, outcome) per call.
+#[derive(Debug, Default)]
+struct Seen(Mutex<Vec<(String, &'static str)>>);
+
+impl InvokeObserver for Seen {
+    fn invoked(&self, call: &Invocation<'_>) {
+        assert!(call.elapsed.as_secs() < 10, "{call:?}");
+        let mut seen = self.0.lock().expect("not poisoned");
+        seen.push((call.capability.to_owned(), call.outcome));
+    }
+}
+
+#[tokio::test]
+async fn the_installed_observer_is_told_of_every_call_and_how_it_went() {
+    let dir = data_dir();
+    let caps = load_toml(&product_file("", ""), dir.path()).expect("valid");
+    // Calls before one is installed are nobody's.
+    let _ = caps
+        .invoke("getProductInfo", json!({"productId": "P1"}))
+        .await;
+    let seen = Arc::new(Seen::default());
+    assert!(caps.observe(seen.clone()));
+    assert!(!caps.observe(Arc::new(Seen::default())), "installed once");
+    for (name, args) in [
+        ("getProductInfo", json!({"productId": "P1"})),
+        ("getProductInfo", json!({"productId": "P99999"})),
+        ("getProductInfo", json!({"productId": 5})),
+        ("launchRocket", json!({})),
+    ] {
+        let _ = caps.invoke(name, args).await;
+    }
+    let seen = seen.0.lock().expect("not poisoned").clone();
+    let expected = [
+        ("getProductInfo", "ok"),
+        ("getProductInfo", "not_found"),
+        ("getProductInfo", "invalid_arguments"),
+        ("launchRocket", "unknown_capability"),
+    ];
+    let expected: Vec<(String, &str)> = expected
+        .iter()
+        .map(|&(name, outcome)| (name.to_owned(), outcome))
+        .collect();
+    assert_eq!(seen, expected);
 }
 
 fn example_path() -> PathBuf {

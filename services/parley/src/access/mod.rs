@@ -339,6 +339,17 @@ pub async fn scoped<F: Future>(caller: Caller, work: F) -> F::Output {
     CALLER.scope(caller, work).await
 }
 
+/// The scheme a presented `Authorization` header names, as the audit log records a failed
+/// one: `bearer`, `other` for any other scheme, `certificate` when there is no header (a
+/// client certificate was what failed).
+pub fn scheme_of(authorization: Option<&HeaderValue>) -> &'static str {
+    match authorization.and_then(|h| h.to_str().ok()) {
+        Some(h) if h.len() >= 7 && h[..7].eq_ignore_ascii_case("bearer ") => "bearer",
+        Some(_) => "other",
+        None => "certificate",
+    }
+}
+
 /// The caller of the request being handled, when there is one.
 pub fn current() -> Option<Caller> {
     CALLER.try_with(Clone::clone).ok()

@@ -37,6 +37,9 @@ pub enum Command {
     /// Conversations this agent keeps: their logs and what their answers cost.
     #[command(subcommand)]
     Conversations(ConversationsCommand),
+    /// Who did what, when, and how it went: negotiations, handler activations, capability
+    /// calls, failed authentications and refusals, newest first.
+    Audit(AuditArgs),
 }
 
 /// Where the local store of a requester lives (the same settings as `serve`).
@@ -238,6 +241,37 @@ pub enum ConversationsCommand {
         #[command(flatten)]
         store: LocalStore,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only events of this authenticated peer.
+    #[arg(long, value_name = "ID")]
+    pub peer: Option<String>,
+    /// Only events from this IP address.
+    #[arg(long, value_name = "IP")]
+    pub address: Option<String>,
+    /// Only this action: negotiation.start, negotiation.end, handler.activate,
+    /// capability.call, authenticate, or a refused action.
+    #[arg(long)]
+    pub action: Option<String>,
+    /// Only this outcome: ok, refused, failed, accepted, rejected, timeout, an error code.
+    #[arg(long)]
+    pub outcome: Option<String>,
+    /// Only events at or after TIME: RFC 3339, or a time ago (30s, 10m, 2h, 1d, 1w).
+    #[arg(long, value_name = "TIME", value_parser = super::audit::parse_time)]
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only events before TIME (same forms as --since).
+    #[arg(long, value_name = "TIME", value_parser = super::audit::parse_time)]
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    /// At most this many events, the newest.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=i64::from(parley_store::MAX_PAGE)))]
+    pub limit: u32,
+    /// Print the events as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: LocalStore,
 }
 
 #[derive(Debug, clap::Args)]

@@ -72,9 +72,9 @@ pub struct Limits {
     /// connections open. An HTTP/2 connection with no request in flight for one to two
     /// times this long is closed gracefully (GOAWAY) too.
     pub header_read_timeout_ms: u64,
-    /// How long, at shutdown, the last protocol usage counts are retried while the database is
-    /// unreachable, busy or locked (0: one try); counts still unwritten then are lost, with a
-    /// warning.
+    /// How long, at shutdown, the last protocol usage counts and audit events are retried while
+    /// the database is unreachable, busy or locked (0: one try); what is still unwritten then is
+    /// lost, with a warning.
     pub shutdown_flush_ms: u64,
 }
 

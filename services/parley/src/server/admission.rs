@@ -142,6 +142,12 @@ impl Admission {
         Ok(self.throttles.check(kind, PeerAddress::of(peer), None)?)
     }
 
+    /// The per-peer throttle of `kind` for one request of authenticated peer `id` (its
+    /// address was counted when it was admitted).
+    pub(crate) fn throttle_peer(&self, kind: Kind, id: &str) -> Result<(), ApiError> {
+        Ok(self.throttles.check_peer(kind, id)?)
+    }
+
     /// Admits one NLIP message from `peer`: its throttle, then one of the address's
     /// request slots, held until the guard drops.
     pub(crate) fn admit(&self, peer: SocketAddr) -> Result<AddressGuard, ApiError> {

@@ -23,9 +23,9 @@ use super::websocket::{WS_READ_CHUNK, keep_alive, send_within};
 use crate::error::ApiError;
 use crate::negotiation::anp::Connection;
 use crate::negotiation::anp::serve::error_for;
+use crate::peer::Caller;
 use crate::throttle::Kind;
 use parley_anp::frame::{Frame, ProtocolType};
-use crate::peer::Caller;
 
 /// The route's handler: upgrades, then runs the connection (which keeps its connection slot).
 /// The caller is resolved from the upgrade request's credentials; a wrong one is refused with
@@ -108,7 +108,8 @@ async fn run(mut socket: WebSocket, state: AppState, caller: Caller) {
             }
         }
     }
-    connection.close().await;
+    let caller = connection.caller().clone();
+    crate::access::scoped(caller, connection.close()).await;
     if closed_by_peer {
         // Answered once every frame before it, and the connection's end, were handled: a peer
         // that waits for this knows the provider is done with the connection.

@@ -119,8 +119,17 @@ impl AppState {
     ) -> Result<Caller, ApiError> {
         let authorization = headers.get(axum::http::header::AUTHORIZATION);
         let identity = extensions.get::<crate::peer::PeerIdentity>();
-        let principal = self.agent.access().resolve(authorization, identity).await?;
-        Ok(Caller::new(peer, principal))
+        match self.agent.access().resolve(authorization, identity).await {
+            Ok(principal) => Ok(Caller::new(peer, principal)),
+            Err(ApiError::Unauthenticated(reason)) => {
+                let actor = crate::audit::Actor::at(peer);
+                let scheme = crate::access::scheme_of(authorization);
+                let audit = self.agent.audit();
+                audit.authentication_failed(&actor, scheme, &reason).await;
+                Err(ApiError::Unauthenticated(reason))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Runs the agent under the request timeout, in an `nlip.request` span (`transport`:

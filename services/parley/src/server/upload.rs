@@ -16,6 +16,7 @@ use super::AppState;
 use super::http::{Encoding, error_response, method_not_allowed, not_found, read_body_within};
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::throttle::Kind;
 
 /// The upload listener's routes (ECMA-431: a different port).
 pub fn upload_app(state: AppState) -> Router {
@@ -42,7 +43,14 @@ async fn post_upload(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let permitted = match state.caller(peer, &parts.headers, &parts.extensions).await {
-        Ok(caller) => caller.check(Action::Talk),
+        Ok(caller) => {
+            caller
+                .check(Action::Talk)
+                .and_then(|()| match caller.principal.id.as_deref() {
+                    Some(id) => state.admission.throttle_peer(Kind::Uploads, id),
+                    None => Ok(()),
+                })
+        }
         Err(e) => Err(e),
     };
     if let Err(e) = permitted {

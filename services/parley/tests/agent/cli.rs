@@ -25,14 +25,14 @@ fn serve_with(dir: &std::path::Path, database_url: Option<&str>) -> (Child, Stri
 }
 
 /// The hash line `parley negotiate` prints.
-fn printed_hash(out: &str) -> String {
+pub(crate) fn printed_hash(out: &str) -> String {
     out.lines()
         .find_map(|l| l.strip_prefix("hash     "))
         .expect("hash line")
         .to_owned()
 }
 
-fn run(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn run(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN).args(args).output().expect("parley runs");
     (
         out.status.success(),
@@ -210,7 +210,8 @@ fn sandbox_run_prints_output_or_typed_error() {
 }
 
 /// Stops a served child with SIGTERM and waits for a clean exit.
-fn stop(mut child: Child) {
+/// SIGTERM, and a graceful shutdown's exit 0 within 20 s.
+pub(crate) fn stop(mut child: Child) {
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -3,7 +3,9 @@
 //! holds nothing half-written: every agreement a requester was told of has its protocol and an
 //! active, verified handler that serves at 0-RTT; every conversation message that was answered
 //! is in the conversation's log; the negotiations the kill cut short are ended, not left
-//! half-way through a turn; a SQLite file passes its integrity check. On SQLite and on PostgreSQL.
+//! half-way through a turn; every acknowledged negotiation's start, end and handler activation
+//! is in the audit log, and every audit event there is whole and records what did happen; a
+//! SQLite file passes its integrity check. On SQLite and on PostgreSQL.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use parley::config::Settings;
 use parley_anp::ProtocolHash;
-use parley_store::{Direction, HandlerState, NegotiationStatus, Store};
+use parley_store::{AuditEvent, AuditFilter, Direction, HandlerState, NegotiationStatus, Store};
 use serde_json::{Value, json};
 
 use crate::support::{BIN, examples, spawn_serve, utf8};
@@ -128,6 +130,8 @@ fn killed_mid_work_loses_nothing_acknowledged(database_url: Option<&str>) {
         for talk in &answered {
             answers_are_logged(store.as_ref(), talk).await;
         }
+        let agreed_hashes: Vec<&str> = agreed.values().map(|(hash, _)| hash.as_str()).collect();
+        audit_is_whole(store.as_ref(), &agreed_hashes).await;
         let hashes: Vec<String> = variants
             .iter()
             .map(|p| ProtocolHash::of(&std::fs::read_to_string(p).expect("variant")).to_string())
@@ -304,6 +308,83 @@ async fn agreement_is_whole(store: &dyn Store, hash: &str) {
         .unwrap_or_else(|| panic!("active handler of {hash} kept"));
     assert_eq!(handler.state, HandlerState::Active);
     assert!(handler.verification.is_some(), "{handler:?}");
+}
+
+/// The audit events of `action`, newest first.
+async fn audited(store: &dyn Store, action: &str) -> Vec<AuditEvent> {
+    let filter = AuditFilter {
+        action: Some(action.into()),
+        limit: parley_store::MAX_PAGE,
+        ..AuditFilter::default()
+    };
+    store.list_audit(filter).await.expect("the audit log")
+}
+
+/// Every acknowledged agreement's negotiation has its start, its accepted end and its handler's
+/// activation in the audit log; and every decision the log holds is whole and did happen: it is
+/// written once what it records was committed, so the kill may leave a record's work without
+/// its event, never an event without its work.
+async fn audit_is_whole(store: &dyn Store, agreed: &[&str]) {
+    let starts = audited(store, "negotiation.start").await;
+    let ends = audited(store, "negotiation.end").await;
+    let activations = audited(store, "handler.activate").await;
+    let has = |events: &[AuditEvent], subject: &str, outcome: &str| {
+        events
+            .iter()
+            .any(|e| e.subject == subject && e.outcome == outcome)
+    };
+    for hash in agreed {
+        let accepted: Vec<_> = store
+            .negotiations_for_protocol(hash)
+            .await
+            .expect("read")
+            .into_iter()
+            .filter(|n| n.status == NegotiationStatus::Accepted)
+            .collect();
+        assert!(!accepted.is_empty(), "{hash} was agreed in a negotiation");
+        for n in accepted {
+            let id = n.id.to_string();
+            assert!(has(&starts, &id, "ok"), "the start of {id} is audited");
+            assert!(has(&ends, &id, "accepted"), "the end of {id} is audited");
+        }
+        assert!(
+            has(&activations, hash, "ok"),
+            "the activation of {hash} is audited"
+        );
+    }
+    for event in starts.iter().chain(&ends).chain(&activations) {
+        assert_eq!(event.address.as_deref(), Some("127.0.0.1"), "{event:?}");
+        assert!(event.detail.is_some(), "{event:?}");
+    }
+    for end in &ends {
+        let id = end.subject.parse().expect("a negotiation id");
+        let record = store.get_negotiation(id).await.expect("read");
+        let n = record
+            .expect("an audited end names a negotiation")
+            .negotiation;
+        assert_eq!(n.status.as_str(), end.outcome, "{end:?}");
+    }
+    for start in &starts {
+        let id = start.subject.parse().expect("a negotiation id");
+        let record = store.get_negotiation(id).await.expect("read");
+        assert!(
+            record.is_some(),
+            "an audited start names a negotiation: {start:?}"
+        );
+    }
+    for activation in &activations {
+        let handler = activation.detail.as_ref().expect("a detail")["handler"]
+            .as_str()
+            .and_then(|id| id.parse().ok())
+            .expect("the handler's id");
+        let handler = store.get_handler(handler).await.expect("read");
+        let handler = handler.expect("an audited activation names a handler");
+        assert_eq!(handler.protocol_hash, activation.subject);
+        assert!(
+            matches!(handler.state, HandlerState::Active | HandlerState::Retired),
+            "{handler:?}"
+        );
+    }
 }
 
 /// Every answered message of a conversation is in its log, and so is every answer.

@@ -1,10 +1,11 @@
 //! The integration tests of `parley`, in one test binary: the `parley` executable end to end
-//! (`cli`), crash safety under SIGKILL (`crash_safety`), a bounded load over HTTP and
+//! (`cli`), `parley audit` over what a real server recorded (`audit_cli`), crash safety under SIGKILL (`crash_safety`), a bounded load over HTTP and
 //! WebSocket with negotiations among it (`load`), what a new user meets first through it (`cli_new_user`), `parley send`'s exit status
 //! (`send_exit`), the requester's commands (`requester_cli`), what the model cost as it shows it
 //! (`model_cost`), `parley serve` and `parley send` over TLS (`tls_cli`), and the mapping runtime
 //! against the JavaScript generated from the same mappings (`mapping_equivalence`); `support` holds what the executable's tests share.
 
+mod audit_cli;
 mod cli;
 mod cli_new_user;
 mod crash_safety;

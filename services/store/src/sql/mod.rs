@@ -24,6 +24,7 @@
 //! into a [`StoreError`], where driver errors are classified once. A call the input rules
 //! (`rules`) refuse never reaches a backend and has no span.
 
+mod audit;
 mod conversations;
 mod handlers;
 mod model_usage;
@@ -44,12 +45,14 @@ use super::{BACKEND_NAME, Db, SqlStore};
 use crate::StoreError;
 use crate::error::SqlError;
 use crate::model::{
-    Agreement, Conversation, Direction, HandlerRecord, LoggedMessage, ModelUsage, ModelUsageOwner,
-    Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement, NewConversation, NewHandler,
-    NewNegotiation, NewPeer, PeerRecord, Protocol, ProtocolUsage, Role, Upload, UploadMeta,
+    Agreement, AuditEvent, AuditFilter, Conversation, Direction, HandlerRecord, LoggedMessage,
+    ModelUsage, ModelUsageOwner, Negotiation, NegotiationOutcome, NegotiationRecord, NewAgreement,
+    NewAuditEvent, NewConversation, NewHandler, NewNegotiation, NewPeer, PeerRecord, Protocol,
+    ProtocolUsage, Role, Upload, UploadMeta,
 };
 use crate::rules::{
-    self, check_model_usage, check_new_peer, check_outcome, could_exist, existing, json, name,
+    self, check_audit_event, check_model_usage, check_new_peer, check_outcome, could_exist,
+    existing, json, name,
 };
 
 /// The span of one business operation: `store.<operation>` at debug level, so that nothing is built
@@ -603,6 +606,23 @@ impl crate::Store for SqlStore {
         .await
     }
 
+    // --- audit ---------------------------------------------------------------------------------
+
+    async fn append_audit(&self, events: &[NewAuditEvent]) -> Result<(), StoreError> {
+        for event in events {
+            check_audit_event(event)?;
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        traced(
+            self,
+            span!("store.append_audit"),
+            audit::append(self, events),
+        )
+        .await
+    }
+
     async fn list_peers(&self) -> Result<Vec<PeerRecord>, StoreError> {
         traced(self, span!("store.list_peers"), peers::list(self)).await
     }
@@ -610,5 +630,18 @@ impl crate::Store for SqlStore {
     async fn revoke_peer(&self, id: &str) -> Result<PeerRecord, StoreError> {
         existing("peer", id)?;
         traced(self, span!("store.revoke_peer"), peers::revoke(self, id)).await
+    }
+
+    async fn list_audit(&self, filter: AuditFilter) -> Result<Vec<AuditEvent>, StoreError> {
+        let words = [
+            &filter.peer,
+            &filter.address,
+            &filter.action,
+            &filter.outcome,
+        ];
+        if words.into_iter().flatten().any(|w| !could_exist(w)) {
+            return Ok(Vec::new());
+        }
+        traced(self, span!("store.list_audit"), audit::list(self, filter)).await
     }
 }

@@ -4,7 +4,10 @@
 //! calls and tokens per owner (`model_usage`), turns and idle expiry of conversations
 //! (`expiry`), declared peers and their keys (`peers`), the connect timeout
 //! (`connect_timeout`), and the spans the store emits (`spans`).
+//! (`expiry`), the connect timeout (`connect_timeout`), and the
+//! spans the store emits (`spans`), and the audit log (`audit`).
 
+mod audit;
 mod bounded;
 mod connect_timeout;
 mod expiry;

@@ -47,8 +47,8 @@ pub use client::{RpcLink, discovery_url};
 pub use describe::Urls;
 
 use crate::agent::Agent;
-use crate::peer::Caller;
 use crate::error::ApiError;
+use crate::peer::Caller;
 
 /// How long an agreement's selection is valid (`validUntil`) when nothing else is configured:
 /// an hour. A caller re-confirms after it with a structured selection, one round trip.
@@ -92,9 +92,16 @@ impl Endpoint {
     async fn negotiate(&self, envelope: &Envelope) -> Result<Value, RpcError> {
         // An agreement is no authorization: a peer that may not negotiate is told so (1607),
         // and one that may is still checked on every call of what it agreed.
-        let may = self.caller.principal.grants.allows(parley_auth::Action::Negotiate);
+        let may = self
+            .caller
+            .principal
+            .grants
+            .allows(parley_auth::Action::Negotiate);
         if !may {
-            let reason = self.caller.principal.refusal(parley_auth::Action::Negotiate);
+            let reason = self
+                .caller
+                .principal
+                .refusal(parley_auth::Action::Negotiate);
             return Err(RpcError::anp(AnpCode::AuthorizationRequired, reason, None));
         }
         let provider = self.agent.provider();

@@ -139,6 +139,7 @@ mod tests {
                     parley_auth::Grants::all(),
                     store.clone(),
                 )),
+                crate::audit::Audit::new(store.clone(), &Default::default()),
             )
         };
         let generated = parley_reasoner::BuiltinProtocolReasoner

@@ -14,6 +14,7 @@ use tracing::Instrument as _;
 use super::build::{Built, Source};
 use super::state::{self, Negotiation, NegotiationState};
 use super::{Provider, reasoner_error};
+use crate::audit::Actor;
 use crate::error::ApiError;
 use crate::metrics;
 
@@ -138,6 +139,8 @@ impl Provider {
                 })
                 .await?;
             tracing::info!(negotiation = %record.id, peer, "negotiation started");
+            let actor = Actor::current_or(peer);
+            self.audit.negotiation_started(&actor, record.id, cid).await;
             state.negotiation = Some(Negotiation {
                 negotiation_id: record.id,
                 session: ProviderSession::new(SessionConfig {

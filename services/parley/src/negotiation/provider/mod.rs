@@ -13,6 +13,8 @@
 //!   its check, what it buys, how to switch it off.
 //! - `outcome`: transcripts, activation of the verified handler, the recorded outcome, and what
 //!   the negotiation's reasoning cost (model calls and tokens, settled after every message).
+//!   A negotiation's start (in `driver`), its end and a handler's activation are written to the
+//!   audit log before the turn is answered.
 //! - `serve`: application messages, hash → handler → answer.
 //! - `usage`: per-peer usage counts and their flusher.
 
@@ -37,6 +39,7 @@ pub use self::driver::MetaTurn;
 use self::usage::UsageCounts;
 use super::runner::{ProtocolCache, SandboxRunner};
 use crate::access::Access;
+use crate::audit::Audit;
 use crate::config::NegotiationLimits;
 use crate::error::ApiError;
 
@@ -60,6 +63,8 @@ pub struct Provider {
     usage: Arc<UsageCounts>,
     /// Who may call which protocol (a hello selects only those).
     access: Arc<Access>,
+    /// Where negotiations and activations are recorded.
+    audit: Audit,
 }
 
 impl Provider {
@@ -71,6 +76,7 @@ impl Provider {
         sandbox: Arc<Sandbox>,
         limits: NegotiationLimits,
         access: Arc<Access>,
+        audit: Audit,
     ) -> Self {
         Provider {
             specs: DeclaredCapability::all(&capabilities),
@@ -84,12 +90,18 @@ impl Provider {
             limits,
             usage: Arc::default(),
             access,
+            audit,
         }
     }
 
     /// Who the server's peers are and what they may do.
     pub fn access(&self) -> &Arc<Access> {
         &self.access
+    }
+
+    /// The audit log this provider records in.
+    pub fn audit(&self) -> &Audit {
+        &self.audit
     }
 
     /// The protocol reasoner, counting the model calls it makes in `meter`.

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::Provider;
 use super::state::{self, Negotiation};
+use crate::audit::Actor;
 use crate::error::ApiError;
 use crate::metrics;
 use crate::negotiation::runner::{ActiveProtocol, publish_serving};
@@ -44,11 +45,16 @@ impl Provider {
             return Err(ApiError::internal("ready without a verified handler"));
         };
         self.store.activate_handler(id).await?;
+        let actor = Actor::current_or(peer);
+        let hash_text = hash.to_string();
+        self.audit
+            .handler_activated(&actor, &hash_text, id, negotiation.negotiation_id)
+            .await;
         self.store
             .record_agreement(NewAgreement {
                 peer: peer.to_owned(),
                 peer_url: None,
-                protocol_hash: hash.to_string(),
+                protocol_hash: hash_text,
                 role: Role::Provider,
             })
             .await?;
@@ -149,6 +155,8 @@ impl Provider {
         {
             Ok(record) => {
                 log_end(&record, negotiation);
+                let actor = Actor::current_or(&record.peer);
+                self.audit.negotiation_ended(&actor, &record).await;
                 Ok(())
             }
             // A negotiation already finished (a rule break after agreement) stays as recorded.

@@ -8,9 +8,6 @@ use std::time::Duration;
 use parley_anp::ProtocolHash;
 use parley_store::Store;
 
-/// How often the last flush at shutdown is retried while the database cannot take it.
-const FLUSH_RETRY: Duration = Duration::from_millis(100);
-
 /// Per-peer call counts of each protocol, (successes, failures), not written yet.
 #[derive(Debug, Default)]
 pub(super) struct UsageCounts {
@@ -61,25 +58,15 @@ impl UsageCounts {
         0
     }
 
-    /// The last flush, at shutdown: retried every [`FLUSH_RETRY`] while the database fails in
-    /// a way that may pass, for at most `within`. Counts still unwritten then are lost, with a
-    /// warning.
+    /// The last flush, at shutdown: retried while the database fails in a way that may pass,
+    /// for at most `within`. Counts still unwritten then are lost, with a warning.
     pub(super) async fn flush_within(&self, store: &Arc<dyn Store>, within: Duration) {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let unwritten = self.flush(store).await;
-            let now = tokio::time::Instant::now();
-            if unwritten == 0 {
-                return;
-            }
-            if now >= deadline {
-                tracing::warn!(
-                    unwritten,
-                    "protocol usage counts could not be written before shutdown; lost"
-                );
-                return;
-            }
-            tokio::time::sleep(FLUSH_RETRY.min(deadline - now)).await;
+        let unwritten = crate::periodic::retry_within(within, || self.flush(store)).await;
+        if unwritten > 0 {
+            tracing::warn!(
+                unwritten,
+                "protocol usage counts could not be written before shutdown; lost"
+            );
         }
     }
 
