@@ -85,9 +85,10 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub use agent::{
-    AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
+    AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, PeerToken, fallback_result,
 };
 pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_chain};
+pub use load::check_name as check_capability_name;
 
 /// Syntax of a capabilities file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -50,6 +50,7 @@
 //! `capability.call` (name). The per-message ones are at debug level, so the default filter
 //! leaves them disabled. Message bodies, arguments and secrets are never recorded.
 
+pub mod access;
 pub mod agent;
 pub mod cli;
 pub mod client;
