@@ -24,6 +24,8 @@
 //!   framings: `nlip`, how the meta-protocol rides in NLIP messages, and `anp`, seed 002's
 //!   frames with their protocol-type header.
 //! - [`expiry`]: the background sweep that deletes idle conversations and their state.
+//! - [`access`]: who a declared peer is: `peers_file`, the peers the operator declares in a
+//!   file (by API key digest, client certificate name or JWT subject) and what each may do.
 //! - [`peer`]: who a peer is without credentials (its address, IPv6 by /64), the unit of the
 //!   per-address limits and of conversation binding.
 //! - [`host`]: the bridge from a sandboxed handler's `host.call` to the capabilities.
