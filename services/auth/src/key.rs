@@ -36,6 +36,10 @@ pub struct StoredKey {
 pub enum KeyError {
     #[error("an API key looks like parley_<16 hex digits>_<43 characters>; this is not one")]
     Malformed,
+    #[error(
+        "a key digest looks like <16 hex digits>:<64 hex digits> (key id, SHA-256 of the secret); this is not one"
+    )]
+    MalformedDigest,
     #[error("the system's random number generator failed: {0}")]
     Random(String),
 }
@@ -60,10 +64,7 @@ impl ApiKey {
             .strip_prefix(PREFIX)
             .ok_or(KeyError::Malformed)?;
         let (key_id, secret) = rest.split_once('_').ok_or(KeyError::Malformed)?;
-        let id_ok = key_id.len() == ID_HEX
-            && key_id
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let id_ok = lower_hex(key_id, ID_HEX);
         let secret_ok = URL_SAFE_NO_PAD
             .decode(secret)
             .is_ok_and(|bytes| bytes.len() == SECRET_BYTES);
@@ -95,6 +96,21 @@ impl ApiKey {
 }
 
 impl StoredKey {
+    /// Reads `<key id>:<digest>`, the form a peers file holds (see [`fmt::Display`]).
+    pub fn parse(text: &str) -> Result<StoredKey, KeyError> {
+        let (key_id, digest) = text
+            .trim()
+            .split_once(':')
+            .ok_or(KeyError::MalformedDigest)?;
+        if !lower_hex(key_id, ID_HEX) || !lower_hex(digest, 64) {
+            return Err(KeyError::MalformedDigest);
+        }
+        Ok(StoredKey {
+            key_id: key_id.to_owned(),
+            digest: digest.to_owned(),
+        })
+    }
+
     /// Whether `presented` is this key: same id, and its secret's digest equal in constant time.
     pub fn matches(&self, presented: &ApiKey) -> bool {
         let digest = Sha256::digest(presented.secret.as_bytes());
@@ -103,6 +119,21 @@ impl StoredKey {
         };
         self.key_id == presented.key_id && bool::from(expected.ct_eq(digest.as_slice()))
     }
+}
+
+/// `<key id>:<digest>`: what a peers file's `key_digest` holds. Nothing in it is secret.
+impl fmt::Display for StoredKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.key_id, self.digest)
+    }
+}
+
+/// `len` lower-case hex digits.
+fn lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 impl fmt::Debug for ApiKey {
@@ -159,5 +190,31 @@ mod tests {
         }
         let key = ApiKey::generate().expect("random");
         assert!(!format!("{key} {key:?}").contains(&key.secret));
+    }
+
+    #[test]
+    fn a_stored_key_reads_back_from_its_written_form_and_nothing_else() {
+        let key = ApiKey::generate().expect("random");
+        let stored = key.stored();
+        let text = stored.to_string();
+        assert_eq!(text, format!("{}:{}", key.key_id(), stored.digest));
+        assert_eq!(StoredKey::parse(&format!(" {text}\n")), Ok(stored.clone()));
+        assert!(StoredKey::parse(&text).expect("reads").matches(&key));
+        let digest = &stored.digest;
+        for bad in [
+            String::new(),
+            key.reveal(),
+            digest.clone(),
+            format!("{}:{}", key.key_id(), &digest[1..]),
+            format!("0123456789ABCDEF:{digest}"),
+            format!("{}:{}", key.key_id(), "A".repeat(64)),
+            format!("{}x:{}", &key.key_id()[1..], digest),
+        ] {
+            assert_eq!(
+                StoredKey::parse(&bad),
+                Err(KeyError::MalformedDigest),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! This crate knows nothing of NLIP or negotiation: it builds the request and reads the answer,
 //! and hands the exchange to an [`AgentCaller`] that the server installs at start
-//! ([`crate::Capabilities::connect_agents`]).
+//! ([`crate::Capabilities::connect_agents`]). A binding with a `token` (its `${VAR}` references
+//! resolved at load, like every secret of the file) hands it over as a [`PeerToken`], which the
+//! caller presents to the peer as `Authorization: Bearer`.
 //!
 //! # The result
 //! - Through the protocol: the answer, or the part of it at `result_pointer`.
@@ -42,6 +44,25 @@ pub struct AgentRequest {
     pub request: Value,
     /// Whether a natural-language answer is acceptable when no protocol can be agreed.
     pub fallback: bool,
+    /// The credential to present to the peer, if the binding has one.
+    pub token: Option<PeerToken>,
+}
+
+/// A credential an `agent` binding presents to its peer. `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerToken(String);
+
+impl PeerToken {
+    /// The token itself, to put in the request's `Authorization` header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PeerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerToken(…)")
+    }
 }
 
 /// How the peer answered.
@@ -87,6 +108,7 @@ pub(crate) struct AgentBinding {
     result_pointer: String,
     fallback: bool,
     timeout: Duration,
+    token: Option<PeerToken>,
 }
 
 impl AgentBinding {
@@ -152,6 +174,7 @@ impl AgentBinding {
             protocol: self.protocol.clone(),
             request: self.request_for(args),
             fallback: self.fallback,
+            token: self.token.clone(),
         };
         let answer = tokio::time::timeout(self.timeout, caller.request(request))
             .await
@@ -270,7 +293,26 @@ pub(crate) fn load(
         result_pointer: spec.result_pointer,
         fallback: spec.fallback,
         timeout: Duration::from_millis(spec.timeout_ms),
+        token: spec
+            .token
+            .as_deref()
+            .map(|t| token(ctx, t, env))
+            .transpose()?,
     })
+}
+
+/// The binding's token with `${VAR}` resolved: one word, so that it fits a header line (the
+/// caller checks its form further).
+fn token(ctx: &Ctx<'_>, template: &str, env: Env<'_>) -> Result<PeerToken, LoadError> {
+    let token = expand_env(template, env).map_err(|m| ctx.err("binding.token", m))?;
+    let token = token.trim();
+    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ctx.err(
+            "binding.token",
+            "must be one word: no spaces or control characters (the value is not shown)",
+        ));
+    }
+    Ok(PeerToken(token.to_owned()))
 }
 
 /// The request every call starts from: the `request` table with the object the input goes into

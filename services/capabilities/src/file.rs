@@ -200,6 +200,10 @@ pub(crate) struct AgentBindingSpec {
     pub fallback: bool,
     #[serde(default = "default_agent_timeout_ms")]
     pub timeout_ms: u64,
+    /// The credential presented to the peer as `Authorization: Bearer` (an API key the peer
+    /// gave this agent); `${VAR}` references allowed, so it need not sit in the file.
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 fn default_fallback() -> bool {

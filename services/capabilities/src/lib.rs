@@ -88,9 +88,10 @@ use serde_json::Value;
 use tracing::Instrument;
 
 pub use agent::{
-    AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, fallback_result,
+    AgentAnswer, AgentCallError, AgentCaller, AgentFuture, AgentRequest, PeerToken, fallback_result,
 };
 pub use error::{CapabilityError, LoadError, ServerFailure, StartError, error_chain};
+pub use load::check_name as check_capability_name;
 
 /// Told of every [`Capabilities::invoke`] once it returned: what the server records of a call
 /// (its audit) without this crate knowing who asked. Installed once, at start

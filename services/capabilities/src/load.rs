@@ -156,8 +156,9 @@ fn check_name_at(ctx: &Ctx<'_>, name: &str) -> Result<(), LoadError> {
     check_name(name).map_err(|message| ctx.err("name", message))
 }
 
-/// The rule of [`check_name_at`], for names made at run time (an MCP tool's, with its prefix).
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
+/// The rule of [`check_name_at`], for names made at run time (an MCP tool's, with its prefix)
+/// and for names that grants refer to.
+pub fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

@@ -5,6 +5,7 @@ mod output;
 mod args;
 mod audit;
 mod inspect;
+mod peers;
 mod requester;
 
 use std::path::PathBuf;
@@ -117,6 +118,7 @@ async fn run(cli: Cli) -> Result<ExitCode, CliError> {
             inspect::conversations_show(&id, store).await
         }
         Command::Audit(args) => audit::audit(args).await,
+        Command::Peers(command) => peers::run(command).await,
     }
 }
 
@@ -127,12 +129,13 @@ async fn send(args: SendArgs) -> Result<ExitCode, CliError> {
     }
     for token in &args.tokens {
         let (sub, content) = token.split_once('=').ok_or_else(|| {
-            CliError::Usage(format!("--token {token:?} is not SUBFORMAT=CONTENT"))
+            CliError::Usage(format!("--nlip-token {token:?} is not SUBFORMAT=CONTENT"))
         })?;
         message = message.with_submessage(Submessage::new(Format::Token, sub, content));
     }
-    let mut client =
-        NlipClient::connect_with(&args.url, args.cbor, &args.tls.client_tls()?).await?;
+    let token = args.token.bearer()?;
+    let tls = args.tls.client_tls()?;
+    let mut client = NlipClient::connect_as(&args.url, args.cbor, &tls, token.as_ref()).await?;
     let reply = client.send(&message).await?;
     if args.json {
         let pretty = serde_json::to_string_pretty(&parley_nlip::to_json_value(&reply.message))

@@ -7,13 +7,19 @@
 //! `ws://host:8080` is `ws://host:8080/nlip/ws`; without a scheme it is an `http://` URL, so
 //! `localhost:8080` is `http://localhost:8080/nlip`. An explicit path is kept. A peer that answers
 //! 404 or 405 on a path other than Parley's end-points gets an error naming the right one.
+//!
+//! A client may present a [`BearerToken`] (an API key from `parley peers add`, or an OAuth access
+//! token): it goes as `Authorization: Bearer …` on every HTTP request and on the WebSocket
+//! upgrade request, marked sensitive so that no header dump shows it.
 
 use std::sync::Arc;
 
 use futures::{SinkExt, StreamExt};
 use parley_nlip::Message;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::tls::{ClientTls, TlsError, tls_failure};
@@ -47,6 +53,47 @@ pub enum ClientError {
     Tls { url: String, reason: String },
     #[error("the client's TLS configuration is not usable: {0}")]
     TlsConfig(#[from] TlsError),
+    #[error(
+        "a bearer token is one word of letters, digits and `-._~+/` (then `=` padding); this \
+         one is not"
+    )]
+    Token,
+}
+
+/// A credential sent as `Authorization: Bearer <token>`: an API key or an OAuth access token.
+/// Neither `Debug` nor any error shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(HeaderValue);
+
+impl BearerToken {
+    /// A token as given (surrounding whitespace ignored), of RFC 6750's `b64token` form, so that
+    /// it fits a header and cannot add one.
+    pub fn new(token: &str) -> Result<BearerToken, ClientError> {
+        let token = token.trim();
+        let body = token.trim_end_matches('=');
+        let well_formed = !body.is_empty()
+            && body
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
+        if !well_formed {
+            return Err(ClientError::Token);
+        }
+        let mut value =
+            HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ClientError::Token)?;
+        value.set_sensitive(true);
+        Ok(BearerToken(value))
+    }
+
+    /// The `Authorization` header's value.
+    pub fn header_value(&self) -> &HeaderValue {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(…)")
+    }
 }
 
 /// How messages travel.
@@ -56,6 +103,7 @@ enum Transport {
         client: reqwest::Client,
         url: url::Url,
         cbor: bool,
+        token: Option<BearerToken>,
     },
     Ws {
         socket: Box<WebSocketStream<MaybeTlsStream<TcpStream>>>,
@@ -92,8 +140,18 @@ impl NlipClient {
         cbor: bool,
         tls: &ClientTls,
     ) -> Result<NlipClient, ClientError> {
+        NlipClient::connect_as(url, cbor, tls, None).await
+    }
+
+    /// [`NlipClient::connect_with`], presenting `token` (when there is one) on every HTTP
+    /// request, or on the WebSocket's upgrade request.
+    pub async fn connect_as(
+        url: &str,
+        cbor: bool,
+        tls: &ClientTls,
+        token: Option<&BearerToken>,
+    ) -> Result<NlipClient, ClientError> {
         let parsed = endpoint(url)?;
-        let url = parsed.as_str();
         let secure = matches!(parsed.scheme(), "https" | "wss");
         let configs = if secure { Some(tls.configs()?) } else { None };
         let transport = match parsed.scheme() {
@@ -106,6 +164,7 @@ impl NlipClient {
                     client: builder.build().map_err(ClientError::Http)?,
                     url: parsed.clone(),
                     cbor,
+                    token: token.cloned(),
                 }
             }
             "ws" | "wss" => {
@@ -115,7 +174,7 @@ impl NlipClient {
                     .read_buffer_size(crate::server::WS_READ_CHUNK);
                 let connector = configs.map(|c| Connector::Rustls(Arc::clone(&c.ws)));
                 let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
-                    url,
+                    upgrade_request(&parsed, token)?,
                     Some(config),
                     true,
                     connector,
@@ -136,15 +195,24 @@ impl NlipClient {
     /// errors: inspect them with [`parley_nlip::ErrorInfo::from_message`].
     pub async fn send(&mut self, message: &Message) -> Result<Received, ClientError> {
         match &mut self.transport {
-            Transport::Http { client, url, cbor } => {
+            Transport::Http {
+                client,
+                url,
+                cbor,
+                token,
+            } => {
                 let (body, ct) = if *cbor {
                     (parley_nlip::to_cbor_vec(message), "application/cbor")
                 } else {
                     (parley_nlip::to_json_vec(message), "application/json")
                 };
-                let resp = client
+                let mut request = client
                     .post(url.as_str())
-                    .header(reqwest::header::CONTENT_TYPE, ct)
+                    .header(reqwest::header::CONTENT_TYPE, ct);
+                if let Some(token) = token {
+                    request = request.header(AUTHORIZATION, token.header_value().clone());
+                }
+                let resp = request
                     .body(body)
                     .send()
                     .await
@@ -204,6 +272,20 @@ impl NlipClient {
             }
         }
     }
+}
+
+/// The WebSocket upgrade request for `url`, with `token` as its `Authorization` header.
+pub(crate) fn upgrade_request(
+    url: &url::Url,
+    token: Option<&BearerToken>,
+) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ClientError> {
+    let mut request = url.as_str().into_client_request()?;
+    if let Some(token) = token {
+        request
+            .headers_mut()
+            .insert(AUTHORIZATION, token.header_value().clone());
+    }
+    Ok(request)
 }
 
 /// The NLIP end-point `url` names: the URL itself when it has a path, else the peer's default
@@ -387,6 +469,34 @@ mod tests {
             "http://agent.example/nlip/ws/text"
         );
         assert_eq!(resolved("[::1]:8080"), "http://[::1]:8080/nlip");
+    }
+
+    #[test]
+    fn a_bearer_token_is_one_word_and_never_shown() {
+        let key = "parley_0123456789abcdef_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let token = BearerToken::new(&format!(" {key}\n")).expect("an API key");
+        assert_eq!(
+            token.header_value().as_bytes(),
+            format!("Bearer {key}").as_bytes()
+        );
+        assert!(token.header_value().is_sensitive());
+        assert!(!format!("{token:?}").contains("AAAA"));
+        BearerToken::new("eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln").expect("a JWT");
+        BearerToken::new("dGVzdA==").expect("padding");
+        for bad in [
+            "",
+            "  ",
+            "two words",
+            "a\r\nX-Other: 1",
+            "=abc",
+            "a=b",
+            "ключ",
+        ] {
+            assert!(
+                matches!(BearerToken::new(bad), Err(ClientError::Token)),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

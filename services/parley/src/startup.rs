@@ -52,6 +52,10 @@ pub enum StartupError {
         #[source]
         source: parley_capabilities::StartError,
     },
+    #[error("the peers file was refused")]
+    PeersFile(#[from] crate::access::peers_file::PeersFileError),
+    #[error("the trusted token issuers could not be set up")]
+    Issuers(#[from] crate::issuers::IssuersError),
     #[error("reasoner could not be set up")]
     Reasoner(#[source] ReasonerError),
     #[error("protocol reasoner could not be set up")]
@@ -311,7 +315,7 @@ impl Bound {
         crate::metrics::install();
         let sandbox = build_sandbox(settings)?;
         let protocol_reasoner = build_protocol_reasoner(settings)?;
-        let access = build_access(settings, &capabilities, &store)?;
+        let access = build_access(settings, &capabilities, &store).await?;
         let audit = Audit::new(store.clone(), &settings.audit);
         audit.observe(&capabilities);
         let provider = Arc::new(Provider::new(
@@ -438,13 +442,25 @@ fn check_agent_protocols(capabilities: &Capabilities) -> Result<(), StartupError
 /// Who may do what (`[access]`), and the check every capability call passes, installed in the
 /// capabilities as the agent bindings' requester is (the guard is the same for every server:
 /// it reads the caller of the request being handled, see `crate::access`).
-fn build_access(
+async fn build_access(
     settings: &Settings,
     capabilities: &Capabilities,
     store: &Arc<dyn Store>,
 ) -> Result<Arc<crate::access::Access>, StartupError> {
+    let mut access = crate::access::Access::new(settings.access.anonymous.clone(), store.clone());
+    if let Some(path) = &settings.access.peers_file {
+        access = access.with_peers_file(crate::access::peers_file::load(path)?);
+    }
+    if !settings.access.issuers.is_empty() {
+        let tls =
+            crate::tls::ClientTls::new(&settings.tls.client).map_err(|e| ConfigError::Invalid {
+                setting: "tls.client",
+                message: e.to_string(),
+            })?;
+        let issuers = crate::issuers::Issuers::load(&settings.access.issuers, &tls).await?;
+        access = access.with_issuers(issuers);
+    }
     capabilities.guard_calls(Arc::new(crate::access::CallerGuard));
-    let access = crate::access::Access::new(settings.access.anonymous.clone(), store.clone());
     Ok(Arc::new(access))
 }
 

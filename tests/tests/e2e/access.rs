@@ -409,3 +409,81 @@ fn the_shorthand_names_the_grants() {
     assert_eq!(AnonymousAccess::Talk.grants(), Grants::talk_only());
     assert_eq!(Settings::default().access.anonymous, Grants::talk_only());
 }
+
+#[tokio::test]
+async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_their_grants() {
+    use parley::config::issuers::IssuerSettings;
+    use parley_auth::testing::{Signer, now};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = parley_auth::ApiKey::generate().expect("key");
+    let stored = key.stored();
+    let peers = dir.path().join("peers.toml");
+    std::fs::write(
+        &peers,
+        format!(
+            "[[peers]]\nid = \"shop\"\nkey_digest = \"{}:{}\"\ncapabilities = [\"getProductInfo\"]\n\n\
+             [[peers]]\nid = \"desk\"\nsubject = \"https://idp.test desk-agent\"\ntalk = true\n",
+            stored.key_id, stored.digest
+        ),
+    )
+    .expect("peers file");
+    let signer = Signer::new("k1");
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, json!({"keys": [signer.jwk()]}).to_string()).expect("jwks");
+
+    let mut settings = test_settings(dir.path());
+    settings.access = Default::default();
+    settings.access.anonymous = Grants::default();
+    settings.access.peers_file = Some(peers);
+    settings.access.issuers = vec![IssuerSettings {
+        issuer: "https://idp.test".into(),
+        audience: Some("parley".into()),
+        jwks_file: Some(jwks),
+        jwks_url: None,
+        algorithms: Vec::new(),
+        leeway_s: 0,
+        refresh_interval_s: 60,
+    }];
+    let app = TestApp::spawn(&settings).await;
+    let client = reqwest::Client::new();
+    let text = parley_nlip::to_json_value(&Message::text("english", "hello"));
+
+    let (status, _, _, error) = post(&client, &app.url(), None, &text).await;
+    assert_eq!(status, 403, "anonymous peers may do nothing here");
+    assert_eq!(error.expect("an NLIP error").code, "forbidden");
+
+    let bearer = format!("Bearer {}", key.reveal());
+    let (status, _, reply, _) = post(&client, &app.url(), Some(&bearer), &tool_call()).await;
+    assert_eq!(status, 200, "the file's key may call its capability: {reply}");
+    let (status, _, _, error) = post(&client, &app.url(), Some(&bearer), &text).await;
+    assert_eq!((status, error.expect("error").code.as_str()), (403, "forbidden"));
+
+    let claims = |sub: &str, scope: &str| {
+        json!({"iss": "https://idp.test", "sub": sub, "aud": "parley",
+               "exp": now() + 300, "scope": scope})
+    };
+    let desk = format!("Bearer {}", signer.sign(&claims("desk-agent", "")));
+    let (status, _, reply, _) = post(&client, &app.url(), Some(&desk), &text).await;
+    assert_eq!(status, 200, "the file names the token's subject and lets it talk: {reply}");
+    let (status, _, _, _) = post(&client, &app.url(), Some(&desk), &tool_call()).await;
+    assert_eq!(status, 403, "the file's grants decide, not the token's scopes");
+
+    let scoped = format!(
+        "Bearer {}",
+        signer.sign(&claims("other", "parley:capability:getProductInfo"))
+    );
+    let (status, _, reply, _) = post(&client, &app.url(), Some(&scoped), &tool_call()).await;
+    assert_eq!(status, 200, "a subject without an entry has its scopes: {reply}");
+    let (status, _, _, _) = post(&client, &app.url(), Some(&scoped), &text).await;
+    assert_eq!(status, 403, "and nothing more");
+
+    let forged = format!(
+        "Bearer {}",
+        Signer::new("k1").sign(&claims("desk-agent", "parley:talk"))
+    );
+    let (status, challenge, _, error) = post(&client, &app.url(), Some(&forged), &text).await;
+    assert_eq!(status, 401, "a token its issuer did not sign");
+    assert_eq!(error.expect("error").code, "unauthenticated");
+    assert!(challenge.is_some_and(|c| c.starts_with("Bearer")));
+}

@@ -655,10 +655,14 @@ async fn a_peer_without_the_meta_protocol_gets_natural_language() {
         "{err}"
     );
     let tls = parley::tls::ClientTls::default();
-    let answer =
-        parley::negotiation::requester::ask_in_natural_language(&url, &product_protocol(), &tls)
-            .await
-            .expect("natural language");
+    let answer = parley::negotiation::requester::ask_in_natural_language(
+        &url,
+        &product_protocol(),
+        &tls,
+        None,
+    )
+    .await
+    .expect("natural language");
     assert!(
         answer.contains("product"),
         "the requirement went out as text: {answer}"

@@ -67,8 +67,11 @@ output_schema = {output}
 binding = {{ type = "agent", url = "${{DESK}}", protocol = "lookup.md"{binding} }}
 "#
     );
-    Capabilities::parse(&text, FileFormat::Toml, dir, "front.toml", |k| {
-        (k == "DESK").then(|| "desk.internal:8080".to_owned())
+    Capabilities::parse(&text, FileFormat::Toml, dir, "front.toml", |k| match k {
+        "DESK" => Some("desk.internal:8080".to_owned()),
+        "DESK_TOKEN" => Some("parley_key_for_the_desk".to_owned()),
+        "SPACED" => Some("two words".to_owned()),
+        _ => None,
     })
 }
 
@@ -114,6 +117,7 @@ async fn the_request_is_built_from_template_input_id_and_time() {
         first.fallback,
         "natural language is allowed unless switched off"
     );
+    assert_eq!(first.token, None, "no token unless the binding has one");
     let request = &first.request;
     assert_eq!(request["type"], "REQUEST");
     assert_eq!(request["body"], json!({"productId": "P12345"}));
@@ -126,6 +130,20 @@ async fn the_request_is_built_from_template_input_id_and_time() {
         time.len() == 20 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
         "RFC 3339 in UTC: {time}"
     );
+}
+
+#[tokio::test]
+async fn the_token_is_resolved_at_load_and_handed_to_the_caller_unshown() {
+    let caps = loaded(r#", token = "${DESK_TOKEN}""#, "{}");
+    let peer = Peer::answering(Ok(AgentAnswer::Protocol(json!({}))));
+    caps.connect_agents(peer.clone());
+    caps.invoke("getProductInfo", json!({"productId": "P12345"}))
+        .await
+        .expect("answered");
+    let asked = peer.asked();
+    let token = asked[0].token.as_ref().expect("the binding's token");
+    assert_eq!(token.expose(), "parley_key_for_the_desk");
+    assert!(!format!("{:?} {caps:?}", asked[0]).contains("parley_key_for_the_desk"));
 }
 
 #[tokio::test]
@@ -262,6 +280,15 @@ fn bad_agent_bindings_are_refused_at_load() {
     refused(r#", result_pointer = "data""#, &["binding.result_pointer"]);
     refused(", timeout_ms = 0", &["binding.timeout_ms", "out of range"]);
     refused(", retries = 2", &["retries"]);
+    refused(
+        r#", token = "${NOPE}""#,
+        &["binding.token", "NOPE", "not set"],
+    );
+    refused(r#", token = "${SPACED}""#, &["binding.token", "one word"]);
+    let message = load(dir.path(), r#", token = "${SPACED}""#, "{}")
+        .expect_err("refused")
+        .to_string();
+    assert!(!message.contains("two words"), "{message}");
 
     let text = |url: &str, protocol: &str| {
         format!(

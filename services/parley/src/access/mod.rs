@@ -40,6 +40,11 @@ use parley_store::{Role, Store};
 use crate::error::ApiError;
 use crate::peer::{Caller, PeerIdentity};
 
+pub mod peers_file;
+
+use crate::issuers::Issuers;
+use peers_file::PeersFile;
+
 /// How long a key looked up in the store is trusted before it is looked up again.
 pub const KEY_TTL: Duration = Duration::from_secs(1);
 
@@ -64,6 +69,8 @@ pub enum Scheme {
     Anonymous,
     ApiKey,
     ClientCertificate,
+    /// An OAuth 2.0 access token (a JWT) from a trusted issuer.
+    Jwt,
 }
 
 impl Principal {
@@ -145,6 +152,10 @@ pub struct KeyPeer {
 pub struct Access {
     anonymous: Arc<Principal>,
     store: Arc<dyn Store>,
+    /// The peers file's peers (empty without one).
+    file: PeersFile,
+    /// Trusted JWT issuers, when any are configured.
+    issuers: Option<Issuers>,
     /// Store keys by key id, and when they were looked up (`None`: no such key).
     keys: Mutex<HashMap<String, (Instant, Option<KeyPeer>)>>,
     /// (party, protocol hash) pairs known to be the party's own agreement.
@@ -169,10 +180,24 @@ impl Access {
                 grants: anonymous,
             }),
             store,
+            file: PeersFile::default(),
+            issuers: None,
             keys: Mutex::default(),
             agreed: Mutex::default(),
             ttl: KEY_TTL,
         }
+    }
+
+    /// Knows the peers of a peers file too (looked up before the store).
+    pub fn with_peers_file(mut self, file: PeersFile) -> Access {
+        self.file = file;
+        self
+    }
+
+    /// Takes bearer JWTs from these issuers too.
+    pub fn with_issuers(mut self, issuers: Issuers) -> Access {
+        self.issuers = (!issuers.is_empty()).then_some(issuers);
+        self
     }
 
     /// The principal of a peer that presents no credential.
@@ -210,8 +235,26 @@ impl Access {
                 ));
             }
         };
+        if !token.starts_with("parley_")
+            && token.matches('.').count() == 2
+            && let Some(issuers) = &self.issuers
+        {
+            return self.jwt(issuers, token).await;
+        }
         let key = ApiKey::parse(token)
             .map_err(|_| unauthenticated("the bearer token is not an API key of this agent"))?;
+        if let Some(peer) = self.file.by_key_id(key.key_id())
+            && let Some(stored) = &peer.key
+        {
+            if !stored.matches(&key) {
+                return Err(unauthenticated("unknown API key"));
+            }
+            return Ok(Principal {
+                id: Some(peer.id.clone()),
+                scheme: Scheme::ApiKey,
+                grants: peer.grants.clone(),
+            });
+        }
         let Some(peer) = self.key_peer(key.key_id()).await? else {
             return Err(unauthenticated("unknown API key"));
         };
@@ -225,6 +268,28 @@ impl Access {
             id: Some(peer.id),
             scheme: Scheme::ApiKey,
             grants: peer.grants,
+        })
+    }
+
+    /// A bearer JWT: verified against its issuer's keys; the peers-file entry naming its
+    /// `"<issuer> <subject>"` decides its grants, else its scopes do (`parley:negotiate`, …).
+    async fn jwt(&self, issuers: &Issuers, token: &str) -> Result<Principal, ApiError> {
+        let verified = issuers
+            .verify(token)
+            .await
+            .map_err(|e| ApiError::Unauthenticated(format!("the access token is refused: {e}")))?;
+        let subject = format!("{} {}", verified.issuer, verified.subject);
+        Ok(match self.file.by_subject(&subject) {
+            Some(peer) => Principal {
+                id: Some(peer.id.clone()),
+                scheme: Scheme::Jwt,
+                grants: peer.grants.clone(),
+            },
+            None => Principal {
+                id: Some(verified.peer_id()),
+                scheme: Scheme::Jwt,
+                grants: verified.grants(),
+            },
         })
     }
 
@@ -275,10 +340,17 @@ impl Access {
     }
 
     fn certificate(&self, identity: &PeerIdentity) -> Principal {
-        Principal {
-            id: Some(identity.name().to_owned()),
-            scheme: Scheme::ClientCertificate,
-            grants: self.anonymous.grants.clone(),
+        match self.file.by_certificate(identity.name()) {
+            Some(peer) => Principal {
+                id: Some(peer.id.clone()),
+                scheme: Scheme::ClientCertificate,
+                grants: peer.grants.clone(),
+            },
+            None => Principal {
+                id: Some(identity.name().to_owned()),
+                scheme: Scheme::ClientCertificate,
+                grants: self.anonymous.grants.clone(),
+            },
         }
     }
 

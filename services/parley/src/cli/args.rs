@@ -40,6 +40,9 @@ pub enum Command {
     /// Who did what, when, and how it went: negotiations, handler activations, capability
     /// calls, failed authentications and refusals, newest first.
     Audit(AuditArgs),
+    /// The peers this agent knows by their API keys, and what each may do.
+    #[command(subcommand)]
+    Peers(PeersCommand),
 }
 
 /// Where the local store of a requester lives (the same settings as `serve`).
@@ -129,6 +132,31 @@ impl ClientTlsArgs {
     }
 }
 
+/// Who a command that connects says it is.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TokenArgs {
+    /// A credential for the peer, sent as `Authorization: Bearer`: the API key its operator
+    /// made for this agent (`parley peers add`), or an OAuth access token.
+    #[arg(
+        long,
+        env = "PARLEY_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+}
+
+impl TokenArgs {
+    /// The token, checked to be one a header can carry.
+    pub(super) fn bearer(&self) -> Result<Option<crate::client::BearerToken>, CliError> {
+        self.token
+            .as_deref()
+            .map(crate::client::BearerToken::new)
+            .transpose()
+            .map_err(|e| CliError::Usage(format!("--token: {e}")))
+    }
+}
+
 /// Which framing of the meta-protocol to speak to the provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WireKind {
@@ -186,6 +214,8 @@ pub struct NegotiateArgs {
     #[command(flatten)]
     pub tls: ClientTlsArgs,
     #[command(flatten)]
+    pub token: TokenArgs,
+    #[command(flatten)]
     pub store: LocalStore,
 }
 
@@ -212,6 +242,8 @@ pub struct CallArgs {
     pub wire: WireArgs,
     #[command(flatten)]
     pub tls: ClientTlsArgs,
+    #[command(flatten)]
+    pub token: TokenArgs,
     #[command(flatten)]
     pub store: LocalStore,
 }
@@ -241,6 +273,59 @@ pub enum ConversationsCommand {
         #[command(flatten)]
         store: LocalStore,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PeersCommand {
+    /// Declare a peer in the store and print its API key, once: the key alone on stdout, what
+    /// it may do on stderr. Running servers on the same database honour it at once.
+    Add {
+        /// The peer's id (letters, digits, `.`, `_`, `-`, `@`, `:`).
+        id: String,
+        #[command(flatten)]
+        grants: GrantArgs,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+    /// Every declared peer: id, key id, grants, when created and revoked (never a digest).
+    List {
+        /// One JSON array instead of lines.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+    /// Stop honouring a peer's key, on running servers too; the id is not given out again.
+    Revoke {
+        id: String,
+        #[command(flatten)]
+        store: LocalStore,
+    },
+    /// Make a key for a peer declared in a peers file: the key on stdout, the `[[peers]]` entry
+    /// to paste on stderr (with the key's digest, never the key).
+    Keygen {
+        id: String,
+        #[command(flatten)]
+        grants: GrantArgs,
+    },
+}
+
+/// What a peer may do, as `peers add` and `peers keygen` take it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GrantArgs {
+    /// It may negotiate protocols with this agent.
+    #[arg(long)]
+    pub negotiate: bool,
+    /// It may talk to the natural-language reasoner (which may cost model tokens).
+    #[arg(long)]
+    pub talk: bool,
+    /// A capability it may have called on its behalf (repeatable; `*`: every one).
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<String>,
+    /// An active protocol it may call besides those it agreed itself (repeatable; hex or
+    /// sha256:hex; `*`: every one).
+    #[arg(long = "protocol", value_name = "HASH|*")]
+    pub protocols: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -294,10 +379,12 @@ pub struct SendArgs {
     #[arg(long)]
     pub cbor: bool,
     /// Add a token submessage, SUBFORMAT=CONTENT (e.g. conversation=abc, authentication=key).
-    #[arg(long = "token", value_name = "SUBFORMAT=CONTENT")]
+    #[arg(long = "nlip-token", value_name = "SUBFORMAT=CONTENT")]
     pub tokens: Vec<String>,
     #[command(flatten)]
     pub tls: ClientTlsArgs,
+    #[command(flatten)]
+    pub token: TokenArgs,
 }
 
 #[derive(Debug, Subcommand)]

@@ -54,13 +54,16 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
         max_rounds: args.max_rounds,
         wire: args.wire.wire(),
         tls: args.tls.client_tls()?,
+        token: args.token.bearer()?,
         ..Requester::new(args.store.open().await?)
     };
     let result = match requester.negotiate(&args.url, &text, progress).await {
         Ok(r) => r,
         Err(RequesterError::NotSupported) if args.wire.wire == WireKind::Nlip => {
             note!("the peer does not speak the meta-protocol: asking in natural language instead");
-            let answer = ask_in_natural_language(&args.url, &text, &requester.tls).await?;
+            let answer =
+                ask_in_natural_language(&args.url, &text, &requester.tls, requester.token.as_ref())
+                    .await?;
             out!("status   natural-language fallback");
             out!("{answer}");
             return Ok(ExitCode::from(2));
@@ -136,6 +139,7 @@ pub(super) async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
         max_rounds: args.max_rounds,
         wire: args.wire.wire(),
         tls: args.tls.client_tls()?,
+        token: args.token.bearer()?,
         ..Requester::new(args.store.open().await?)
     };
     let path = PathBuf::from(&args.protocol);

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{ConfigError, invalid};
 
 /// Who may do what (the `[access]` table).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccessSettings {
     /// What a peer that presents no credential may do (`[access.anonymous]`: `negotiate`,
@@ -21,6 +21,8 @@ pub struct AccessSettings {
     /// A peers file (TOML): peers with their key digests or client certificates and grants,
     /// read and checked at start.
     pub peers_file: Option<PathBuf>,
+    /// The OAuth 2.0 issuers whose access tokens (JWTs) name peers (`[[access.issuers]]`).
+    pub issuers: Vec<super::issuers::IssuerSettings>,
 }
 
 impl Default for AccessSettings {
@@ -28,6 +30,7 @@ impl Default for AccessSettings {
         AccessSettings {
             anonymous: Grants::talk_only(),
             peers_file: None,
+            issuers: Vec::new(),
         }
     }
 }
@@ -89,7 +92,7 @@ impl AccessSettings {
                 format!("{} is not a readable file", path.display()),
             ));
         }
-        Ok(())
+        super::issuers::validate(&self.issuers)
     }
 }
 

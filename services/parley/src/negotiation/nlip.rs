@@ -159,13 +159,15 @@ pub struct NlipLink {
 }
 
 impl NlipLink {
-    /// Connects to the provider's NLIP end-point at `url`, over TLS as `tls` says.
+    /// Connects to the provider's NLIP end-point at `url`, over TLS as `tls` says, presenting
+    /// `token` when there is one.
     pub async fn connect(
         url: &str,
         tls: &crate::tls::ClientTls,
+        token: Option<&crate::client::BearerToken>,
     ) -> Result<NlipLink, RequesterError> {
         Ok(NlipLink {
-            client: NlipClient::connect_with(url, false, tls).await?,
+            client: NlipClient::connect_as(url, false, tls, token).await?,
             conversation: None,
         })
     }

@@ -144,6 +144,8 @@ pub struct Requester {
     pub wire: Wire,
     /// What it trusts and presents over `https://` and `wss://`.
     pub tls: crate::tls::ClientTls,
+    /// The credential it presents to providers (`Authorization: Bearer`), if any.
+    pub token: Option<crate::client::BearerToken>,
 }
 
 /// Which framing of the meta-protocol a requester speaks.
@@ -332,6 +334,7 @@ impl Requester {
             reviewer: None,
             wire: Wire::Nlip,
             tls: crate::tls::ClientTls::default(),
+            token: None,
         }
     }
 
@@ -359,13 +362,14 @@ impl Requester {
         match self.wire {
             Wire::Nlip => {
                 let peer = self.peer_key(url)?;
-                let mut link = NlipLink::connect(&peer, &self.tls).await?;
+                let mut link = NlipLink::connect(&peer, &self.tls, self.token.as_ref()).await?;
                 self.negotiate_over(&mut link, &peer, text, capabilities, progress)
                     .await
             }
             Wire::Anp(options) => {
                 let peer = self.peer_key(url)?;
-                let mut link = AnpLink::connect(&peer, options, &self.tls).await?;
+                let mut link =
+                    AnpLink::connect_as(&peer, options, &self.tls, self.token.as_ref()).await?;
                 let negotiated = self
                     .negotiate_over(&mut link, &peer, text, capabilities, progress)
                     .await?;
@@ -526,7 +530,7 @@ impl Requester {
         let doc = ProtocolDoc::parse(protocol.text.clone())?;
         doc.validate_request(&request)
             .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
-        let mut client = NlipClient::connect_with(url, false, &self.tls).await?;
+        let mut client = NlipClient::connect_as(url, false, &self.tls, self.token.as_ref()).await?;
         let message = application_message(hash, request);
         let mut renegotiated = None;
         let mut reply = client.send(&message).await?.message;

@@ -146,7 +146,7 @@ async fn protocols_show_prints_the_agreement_s_cost_and_conversations_show_their
         "--json",
         &url,
         "How much is product P12345?",
-        "--token",
+        "--nlip-token",
         "conversation_client=cost-test",
     ])
     .await;

@@ -26,6 +26,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
+use crate::client::BearerToken;
 use crate::client::ClientError;
 use crate::negotiation::requester::{MetaChannel, RequesterError};
 use crate::tls::ClientTls;
@@ -100,6 +101,16 @@ impl AnpLink {
         options: AnpOptions,
         tls: &ClientTls,
     ) -> Result<AnpLink, RequesterError> {
+        AnpLink::connect_as(url, options, tls, None).await
+    }
+
+    /// [`AnpLink::connect`], presenting `token` (when there is one) on the upgrade request.
+    pub async fn connect_as(
+        url: &str,
+        options: AnpOptions,
+        tls: &ClientTls,
+        token: Option<&BearerToken>,
+    ) -> Result<AnpLink, RequesterError> {
         let url = endpoint(url)?;
         let connector = match url.scheme() {
             "wss" => Some(Connector::Rustls(Arc::clone(
@@ -107,16 +118,20 @@ impl AnpLink {
             ))),
             _ => None,
         };
-        let (socket, _) =
-            tokio_tungstenite::connect_async_tls_with_config(url.as_str(), None, false, connector)
-                .await
-                .map_err(|e| match crate::tls::tls_failure(&e) {
-                    Some(reason) => ClientError::Tls {
-                        url: url.to_string(),
-                        reason,
-                    },
-                    None => ClientError::from(e),
-                })?;
+        let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
+            crate::client::upgrade_request(&url, token)?,
+            None,
+            false,
+            connector,
+        )
+        .await
+        .map_err(|e| match crate::tls::tls_failure(&e) {
+            Some(reason) => ClientError::Tls {
+                url: url.to_string(),
+                reason,
+            },
+            None => ClientError::from(e),
+        })?;
         Ok(AnpLink {
             socket: Box::new(socket),
             options,

@@ -30,7 +30,7 @@ impl Requester {
             .protocol_for(ProtocolRef::Hash(*hash), &request)
             .await?;
         let peer = self.peer_key(url)?;
-        let mut link = AnpLink::connect(&peer, options, &self.tls).await?;
+        let mut link = AnpLink::connect_as(&peer, options, &self.tls, self.token.as_ref()).await?;
         let n = self
             .agree_on(&mut link, &peer, &text, |_| {})
             .await
@@ -70,7 +70,7 @@ impl Requester {
         let by_hash = matches!(protocol, ProtocolRef::Hash(_));
         let (text, hash, doc) = self.protocol_for(protocol, &request).await?;
         let agreed_before = by_hash || self.agreed_with(&peer, &hash).await?;
-        let mut link = AnpLink::connect(&peer, options, &self.tls).await?;
+        let mut link = AnpLink::connect_as(&peer, options, &self.tls, self.token.as_ref()).await?;
         let reason = match self.agree_on(&mut link, &peer, &text, progress).await {
             Ok(n) => match &n.outcome {
                 Outcome::Rejected { code, reason } => FallbackReason::Rejected {

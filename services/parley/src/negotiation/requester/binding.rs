@@ -5,6 +5,9 @@
 //! language when none can be agreed. Its agreements and negotiations are kept beside the ones
 //! this agent made as a provider (role `requester`), so they outlive a restart.
 //!
+//! A binding with a token presents it to its peer (`Authorization: Bearer`) on every connection
+//! of its calls.
+//!
 //! Two calls that find no agreement take turns: the first negotiates, the second then finds the
 //! agreement and calls at once, rather than both negotiating the same protocol with one peer. A
 //! pair (peer, protocol) known to be agreed is called by its hash, without a look-up first.
@@ -18,6 +21,7 @@ use parley_nlip::{Content, Format, Message};
 
 use super::request::reply_text;
 use super::{Outcome, ProtocolRef, Requested, Requester, RequesterError};
+use crate::client::BearerToken;
 
 /// A peer's NLIP end-point and a protocol.
 type Pair = (String, ProtocolHash);
@@ -43,19 +47,30 @@ impl BindingRequester {
     }
 
     async fn ask(&self, asked: AgentRequest) -> Result<AgentAnswer, RequesterError> {
-        let peer = self.requester.peer_key(&asked.url)?;
+        let with_token;
+        let requester = match &asked.token {
+            None => &self.requester,
+            Some(token) => {
+                with_token = Requester {
+                    token: Some(BearerToken::new(token.expose())?),
+                    ..self.requester.clone()
+                };
+                &with_token
+            }
+        };
+        let peer = requester.peer_key(&asked.url)?;
         let pair = (peer.clone(), ProtocolHash::of(&asked.protocol));
         let known = self.agreed.lock().expect("never poisoned").contains(&pair);
         let requested = if known {
             let protocol = ProtocolRef::Hash(pair.1);
-            self.requester
+            requester
                 .request(&peer, protocol, asked.request, asked.fallback, |_| {})
                 .await?
         } else {
             let turn = self.turn(&pair);
             let _turn = turn.lock().await;
             let protocol = ProtocolRef::Text(asked.protocol.to_string());
-            self.requester
+            requester
                 .request(&peer, protocol, asked.request, asked.fallback, |_| {})
                 .await?
         };

@@ -21,7 +21,7 @@ use parley_store::Role;
 use serde_json::Value;
 
 use super::{Called, Negotiated, Outcome, Progress, Requester, RequesterError, Wire};
-use crate::client::{ClientError, NlipClient, endpoint};
+use crate::client::{BearerToken, ClientError, NlipClient, endpoint};
 use crate::negotiation::jsonrpc::client::RpcLinkError;
 use crate::tls::ClientTls;
 
@@ -234,7 +234,13 @@ impl Requester {
         if !allowed {
             return Err(RequesterError::NoAgreement(reason));
         }
-        let reply = ask(peer, natural_language_request(doc, request), &self.tls).await?;
+        let reply = ask(
+            peer,
+            natural_language_request(doc, request),
+            &self.tls,
+            self.token.as_ref(),
+        )
+        .await?;
         Ok(Requested::Fallback { reason, reply })
     }
 }
@@ -291,8 +297,13 @@ pub fn natural_language_request(doc: &ProtocolDoc, request: &Value) -> String {
 
 /// Sends `text` to the peer at `url` as a plain NLIP text message and returns its reply; an
 /// NLIP error reply is [`RequesterError::Peer`].
-async fn ask(url: &str, text: String, tls: &ClientTls) -> Result<Message, RequesterError> {
-    let mut client = NlipClient::connect_with(url, false, tls).await?;
+async fn ask(
+    url: &str,
+    text: String,
+    tls: &ClientTls,
+    token: Option<&BearerToken>,
+) -> Result<Message, RequesterError> {
+    let mut client = NlipClient::connect_as(url, false, tls, token).await?;
     let reply = client
         .send(&Message::text(parley_nlip::DEFAULT_LANGUAGE, text))
         .await?
@@ -316,17 +327,19 @@ pub(super) fn reply_text(reply: &Message) -> String {
 
 /// The natural-language fallback for peers without the meta-protocol: the protocol's
 /// requirements (or the whole text) as a plain NLIP text message; returns the peer's text.
-/// `https://` and `wss://` trust and present what `tls` says.
+/// `https://` and `wss://` trust and present what `tls` says; `token`, when there is one, is
+/// presented too.
 pub async fn ask_in_natural_language(
     url: &str,
     protocol: &str,
     tls: &ClientTls,
+    token: Option<&BearerToken>,
 ) -> Result<String, RequesterError> {
     let text = ProtocolDoc::parse(protocol)
         .ok()
         .and_then(|d| d.sections().requirements.clone())
         .unwrap_or_else(|| protocol.to_owned());
-    Ok(reply_text(&ask(url, text, tls).await?))
+    Ok(reply_text(&ask(url, text, tls, token).await?))
 }
 
 #[cfg(test)]
