@@ -455,9 +455,15 @@ async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_thei
 
     let bearer = format!("Bearer {}", key.reveal());
     let (status, _, reply, _) = post(&client, &app.url(), Some(&bearer), &tool_call()).await;
-    assert_eq!(status, 200, "the file's key may call its capability: {reply}");
+    assert_eq!(
+        status, 200,
+        "the file's key may call its capability: {reply}"
+    );
     let (status, _, _, error) = post(&client, &app.url(), Some(&bearer), &text).await;
-    assert_eq!((status, error.expect("error").code.as_str()), (403, "forbidden"));
+    assert_eq!(
+        (status, error.expect("error").code.as_str()),
+        (403, "forbidden")
+    );
 
     let claims = |sub: &str, scope: &str| {
         json!({"iss": "https://idp.test", "sub": sub, "aud": "parley",
@@ -465,16 +471,25 @@ async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_thei
     };
     let desk = format!("Bearer {}", signer.sign(&claims("desk-agent", "")));
     let (status, _, reply, _) = post(&client, &app.url(), Some(&desk), &text).await;
-    assert_eq!(status, 200, "the file names the token's subject and lets it talk: {reply}");
+    assert_eq!(
+        status, 200,
+        "the file names the token's subject and lets it talk: {reply}"
+    );
     let (status, _, _, _) = post(&client, &app.url(), Some(&desk), &tool_call()).await;
-    assert_eq!(status, 403, "the file's grants decide, not the token's scopes");
+    assert_eq!(
+        status, 403,
+        "the file's grants decide, not the token's scopes"
+    );
 
     let scoped = format!(
         "Bearer {}",
         signer.sign(&claims("other", "parley:capability:getProductInfo"))
     );
     let (status, _, reply, _) = post(&client, &app.url(), Some(&scoped), &tool_call()).await;
-    assert_eq!(status, 200, "a subject without an entry has its scopes: {reply}");
+    assert_eq!(
+        status, 200,
+        "a subject without an entry has its scopes: {reply}"
+    );
     let (status, _, _, _) = post(&client, &app.url(), Some(&scoped), &text).await;
     assert_eq!(status, 403, "and nothing more");
 
