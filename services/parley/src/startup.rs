@@ -22,7 +22,7 @@ use crate::agent::{Agent, AgentSettings};
 use crate::audit::Audit;
 use crate::config::{ConfigError, ProtocolBackend, ReasonerKind, Settings};
 use crate::model_endpoint;
-use crate::negotiation::provider::Provider;
+use crate::negotiation::provider::{Oversight, Provider};
 use crate::negotiation::requester::{BindingRequester, Requester};
 use crate::server::{self, AppState, ModelEndpoint, Readiness, Sandbox};
 
@@ -325,8 +325,7 @@ impl Bound {
             reasoner.clone(),
             sandbox.clone(),
             settings.negotiation,
-            access,
-            audit,
+            Oversight { access, audit },
         ));
         let (listener, addr) = listen(&listen_on).await?;
         let (upload_listener, upload_addr) = listen(&upload_on).await?;

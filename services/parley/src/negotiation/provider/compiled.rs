@@ -135,11 +135,13 @@ mod tests {
                     compiled_handlers,
                     ..crate::config::NegotiationLimits::default()
                 },
-                Arc::new(crate::access::Access::new(
-                    parley_auth::Grants::all(),
-                    store.clone(),
-                )),
-                crate::audit::Audit::new(store.clone(), &Default::default()),
+                crate::negotiation::provider::Oversight {
+                    access: Arc::new(crate::access::Access::new(
+                        parley_auth::Grants::all(),
+                        store.clone(),
+                    )),
+                    audit: crate::audit::Audit::new(store.clone(), &Default::default()),
+                },
             )
         };
         let generated = parley_reasoner::BuiltinProtocolReasoner

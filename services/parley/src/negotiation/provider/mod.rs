@@ -67,6 +67,13 @@ pub struct Provider {
     audit: Audit,
 }
 
+/// Who may do what, and the record of what was done: the peer-facing rules a provider keeps.
+#[derive(Debug, Clone)]
+pub struct Oversight {
+    pub access: Arc<Access>,
+    pub audit: Audit,
+}
+
 impl Provider {
     pub fn new(
         store: Arc<dyn Store>,
@@ -75,9 +82,9 @@ impl Provider {
         nl: Arc<dyn Reasoner>,
         sandbox: Arc<Sandbox>,
         limits: NegotiationLimits,
-        access: Arc<Access>,
-        audit: Audit,
+        oversight: Oversight,
     ) -> Self {
+        let Oversight { access, audit } = oversight;
         Provider {
             specs: DeclaredCapability::all(&capabilities),
             runner: SandboxRunner::new(sandbox.clone(), capabilities.clone()),
