@@ -16,6 +16,10 @@ FROM ${RUST_IMAGE} AS build
 ARG CARGO_VENDOR_DIR=
 WORKDIR /src
 COPY . .
+# The target directory is a cache mount kept across builds, and cargo decides what to rebuild by
+# file times: a source whose time is older than the cached build of other content (a file
+# written while an earlier build ran) would be skipped. The build touches the workspace's own
+# sources first, so its crates are always rebuilt (minutes) and the dependencies stay cached.
 RUN --mount=type=cache,id=parley-cargo-registry,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,id=parley-target,target=/build/target,sharing=locked \
     set -eu; \
@@ -23,6 +27,7 @@ RUN --mount=type=cache,id=parley-cargo-registry,target=/usr/local/cargo/registry
       set -- --offline --config "source.crates-io.replace-with='vendored'" \
         --config "source.vendored.directory='/src/$CARGO_VENDOR_DIR'"; \
     fi; \
+    find services negotiator sandbox/src sandbox/guest-abi tests -name '*.rs' -exec touch {} +; \
     cargo build --release --locked -p parley --target-dir /build/target "$@"; \
     install -D -m 0755 /build/target/release/parley /out/parley
 

@@ -12,6 +12,9 @@
 #   6. a request no protocol fits, answered through the natural-language fallback
 #   7. seed 003: a QUERY answered by a RESPONSE and an INFORM by an ACKNOWLEDGE, each protocol
 #      negotiated with the weather network first; the note read back from its log
+#   8. the secure deployment (docker/secure.yml over the same stack, secrets from
+#      scripts/secure-secrets.sh): the provider speaks TLS only, an anonymous requester may talk
+#      but not negotiate, and with its API key (a compose secret) it negotiates over https://
 # (the steps are scripts/story-lib.sh's, shared with the process story, examples/two-agents.sh)
 # then tears the stack down with its volumes. Fails (exit 1) on the first step that does not hold,
 # and on a machine without Docker; starts dockerd when it is installed but not running.
@@ -49,6 +52,8 @@ PROVIDER_PORT=${PROVIDER_PORT:-8080}
 STATIONS_UPLOAD_PORT=${STATIONS_UPLOAD_PORT:-7081}
 # Where --offline vendors the crates: inside the build context, outside the build's target directory.
 VENDOR=target/docker-vendor
+# The secure deployment's secrets: made fresh for each run, never committed.
+SECRETS_DIR=docker/secrets
 # How long the stack may take to become healthy, in seconds.
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-240}
 
@@ -145,6 +150,38 @@ restart_requester() {
 }
 story_steps
 phase_done story
+
+# Runs a command that must fail (any exit code but 0), keeping its output in $out.
+fails() {
+  echo "   \$ $*"
+  local code=0
+  out=$("$@" 2>&1) || code=$?
+  printf '%s\n' "$out" | show
+  ((code != 0)) || fail_step "it succeeded; it should have failed"
+}
+
+step "the secure deployment: TLS, the requester's key as a compose secret, anonymous peers talk only"
+scripts/secure-secrets.sh --force "$SECRETS_DIR" | show
+COMPOSE+=(-f docker-compose.yml -f docker/secure.yml)
+compose up -d --no-build provider requester 2>&1 | show
+wait_healthy
+SECURE=https://provider:8080
+fails requester send http://provider:8080/nlip "hello"
+ok "plaintext is refused"
+run requester send "$SECURE" "What can you do?"
+ok "an anonymous peer talks over TLS, the private CA trusted through PARLEY_CA_CERT"
+fails requester negotiate "$SECURE" --protocol "$PROTOCOLS/product-info.md"
+expect "forbidden|may not negotiate"
+ok "an anonymous peer may not negotiate"
+secure_negotiate() {
+  compose exec -T requester sh -c \
+    'exec parley negotiate "$1" --token "$(cat /run/secrets/requester_token)" --protocol "$2"' \
+    - "$SECURE" "$PROTOCOLS/product-info.md"
+}
+run secure_negotiate
+expect '^status +agreed' 
+ok "with its key the requester negotiates"
+phase_done secure
 
 echo
 echo "the two-agent story held: hello, negotiation, structured calls, 0-RTT after a restart, natural-language fallback, seed 003's QUERY and INFORM"
