@@ -502,3 +502,43 @@ async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_thei
     assert_eq!(error.expect("error").code, "unauthenticated");
     assert!(challenge.is_some_and(|c| c.starts_with("Bearer")));
 }
+
+#[tokio::test]
+async fn the_built_in_reasoner_tells_each_peer_only_what_it_may_use() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = settings_with(dir.path(), Grants::talk_only());
+    let app = TestApp::spawn(&settings).await;
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the server's store");
+    let shop = add_peer(
+        &store,
+        "shop",
+        json!({"talk": true, "capabilities": ["getProductInfo"]}),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let said = |reply: &Value| {
+        parley_nlip::from_json_value(reply)
+            .expect("an NLIP reply")
+            .text_content()
+            .expect("a text")
+            .to_owned()
+    };
+    // The anonymous peer asks first, so nothing it was told can be what the next peer reads.
+    for question in ["help", "hello"] {
+        let text = parley_nlip::to_json_value(&Message::text("english", question));
+        let (status, _, reply, _) = post(&client, &app.url(), None, &text).await;
+        assert_eq!(status, 200, "{reply}");
+        let answer = said(&reply);
+        assert!(
+            !answer.contains("getProductInfo") && !answer.contains("getOrderStatus"),
+            "an anonymous peer that may use nothing is not offered anything: {answer}"
+        );
+        let (status, _, reply, _) = post(&client, &app.url(), Some(&shop), &text).await;
+        assert_eq!(status, 200, "{reply}");
+        let answer = said(&reply);
+        assert!(answer.contains("getProductInfo"), "{question}: {answer}");
+        assert!(!answer.contains("getOrderStatus"), "{question}: {answer}");
+    }
+}

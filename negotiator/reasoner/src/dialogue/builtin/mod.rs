@@ -82,9 +82,6 @@ pub struct BuiltinReasoner {
 struct View {
     /// [`Capabilities::generation`] it was derived from.
     generation: u64,
-    help: String,
-    /// The answer to a greeting.
-    greeting: String,
     /// Each capability as the request matcher reads it.
     profiles: Vec<Profile>,
 }
@@ -98,15 +95,31 @@ impl BuiltinReasoner {
     fn derive(capabilities: &Capabilities) -> View {
         let generation = capabilities.generation();
         let profiles: Vec<Profile> = capabilities.iter().map(|c| Profile::new(&c)).collect();
-        let mut help = capabilities.summary();
-        help.push_str(&Self::how_to_invoke_text(capabilities));
-        let greeting = Self::greeting_text(capabilities, &profiles);
         View {
             generation,
-            help,
-            greeting,
             profiles,
         }
+    }
+
+    /// The help text for the peer being answered: the capabilities it may have called
+    /// (`Capabilities::summary` filters by `permits`), and how to call them. Built per answer,
+    /// since it depends on the caller.
+    fn help(&self) -> String {
+        let mut help = self.capabilities.summary();
+        help.push_str(&self.how_to_invoke_text());
+        help
+    }
+
+    /// The brief list of the capabilities the peer being answered may have called; `None`
+    /// when there are none.
+    fn permitted_list(&self) -> Option<String> {
+        let view = self.view();
+        let permitted: Vec<&Profile> = view
+            .profiles
+            .iter()
+            .filter(|p| self.capabilities.permits(&p.name))
+            .collect();
+        (!permitted.is_empty()).then(|| brief_list(&permitted))
     }
 
     /// The view of the capabilities as they are now.
@@ -118,21 +131,19 @@ impl BuiltinReasoner {
         Arc::clone(&view)
     }
 
-    fn greeting_text(capabilities: &Capabilities, profiles: &[Profile]) -> String {
-        let name = &capabilities.agent().name;
-        if profiles.is_empty() {
+    fn greeting(&self) -> String {
+        let name = &self.capabilities.agent().name;
+        let Some(list) = self.permitted_list() else {
             return format!(
-                "Hello, this is {name}. No capabilities are declared here, so there is nothing I can look up or do yet."
+                "Hello, this is {name}. No capabilities are declared here, or none you may use, so there is nothing I can look up or do for you yet."
             );
-        }
-        format!(
-            "Hello, this is {name}. {} Send \"help\" for how to call them.",
-            brief_list(profiles)
-        )
+        };
+        format!("Hello, this is {name}. {list} Send \"help\" for how to call them.")
     }
 
-    fn how_to_invoke_text(capabilities: &Capabilities) -> String {
-        match capabilities.iter().next() {
+    fn how_to_invoke_text(&self) -> String {
+        let capabilities = &self.capabilities;
+        match capabilities.iter().find(|c| capabilities.permits(c.name())) {
             Some(first) => format!(
                 "\nAsk in plain words with the input (for example an id), or send a capability's name followed by JSON arguments, for example:\n{} {}\n",
                 first.name(),
@@ -261,7 +272,7 @@ impl BuiltinReasoner {
                 self.what_i_can_do(history)
             ),
             // "Hello! What can you do for me?" asks for the help text in more words.
-            Understood::Nothing if asks_for_help(text) => return NlAnswer::text(view.help.clone()),
+            Understood::Nothing if asks_for_help(text) => return NlAnswer::text(self.help()),
             Understood::Nothing => format!(
                 "I cannot tell what you are asking for. {}",
                 self.what_i_can_do(history)
@@ -300,17 +311,16 @@ impl BuiltinReasoner {
     /// The brief list of capabilities, or a pointer to `help` when this conversation has seen
     /// it already.
     fn what_i_can_do(&self, history: &[DialogueTurn]) -> String {
-        let view = self.view();
-        if view.profiles.is_empty() {
-            return "This agent has no capabilities declared.".to_owned();
-        }
+        let Some(list) = self.permitted_list() else {
+            return "This agent has no capabilities you may use.".to_owned();
+        };
         let seen = history
             .iter()
             .any(|t| t.speaker == Speaker::Agent && t.text.contains(CAN_DO));
         if seen {
             "Send \"help\" to see what I can do again.".to_owned()
         } else {
-            brief_list(&view.profiles)
+            list
         }
     }
 
@@ -342,10 +352,10 @@ impl Reasoner for BuiltinReasoner {
         let bare = text.trim_end_matches(['?', '!', '.']).trim();
         let is = |phrase: &&str| bare.eq_ignore_ascii_case(phrase);
         if bare.is_empty() || HELP_PHRASES.iter().any(is) {
-            return Ok(NlAnswer::text(self.view().help.clone()));
+            return Ok(NlAnswer::text(self.help()));
         }
         if GREETINGS.iter().any(is) {
-            return Ok(NlAnswer::text(self.view().greeting.clone()));
+            return Ok(NlAnswer::text(self.greeting()));
         }
         if let Some(meant) = near_name(&self.capabilities, first)
             && let Some(answer) = self.typo(first, &meant, rest)
@@ -366,7 +376,7 @@ fn asks_for_help(text: &str) -> bool {
 }
 
 /// `I can: getOrderStatus (look up a customer order by its id); getProductInfo (…).`
-fn brief_list(profiles: &[Profile]) -> String {
+fn brief_list(profiles: &[&Profile]) -> String {
     let items: Vec<String> = profiles
         .iter()
         .map(|p| format!("{} ({})", p.name, p.purpose))
