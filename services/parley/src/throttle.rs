@@ -114,6 +114,12 @@ impl fmt::Display for RetryAfter {
     }
 }
 
+/// A refusal of `kind` by `scope`'s limiter, counted in `parley_throttled_total`.
+fn refused(kind: Kind, scope: Scope, wait: Duration) -> RetryAfter {
+    crate::metrics::throttled(kind.name(), Scope::name(scope));
+    RetryAfter { kind, scope, wait }
+}
+
 /// Whole seconds, rounded up, at least one: what a `Retry-After` header holds.
 pub fn whole_seconds(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
@@ -172,14 +178,14 @@ impl Throttles {
         address: PeerAddress,
         peer: Option<&str>,
     ) -> Result<(), RetryAfter> {
-        let refused = |scope, wait| {
-            crate::metrics::throttled(kind.name(), Scope::name(scope));
-            RetryAfter { kind, scope, wait }
-        };
         if let Some(limiter) = &self.by_address[kind.index()] {
-            limiter
-                .check_key(&address)
-                .map_err(|no| refused(Scope::Address, no.wait_time_from(limiter.clock().now())))?;
+            limiter.check_key(&address).map_err(|no| {
+                refused(
+                    kind,
+                    Scope::Address,
+                    no.wait_time_from(limiter.clock().now()),
+                )
+            })?;
         }
         match peer {
             Some(peer) => self.check_peer(kind, peer),
@@ -192,12 +198,7 @@ impl Throttles {
     pub fn check_peer(&self, kind: Kind, peer: &str) -> Result<(), RetryAfter> {
         if let Some(limiter) = &self.by_peer[kind.index()] {
             limiter.check_key(&peer.to_owned()).map_err(|no| {
-                crate::metrics::throttled(kind.name(), Scope::name(Scope::Peer));
-                RetryAfter {
-                    kind,
-                    scope: Scope::Peer,
-                    wait: no.wait_time_from(limiter.clock().now()),
-                }
+                refused(kind, Scope::Peer, no.wait_time_from(limiter.clock().now()))
             })?;
         }
         Ok(())

@@ -329,10 +329,12 @@ async fn add_peer(
     format!("Bearer {}", key.reveal())
 }
 
-#[tokio::test]
-async fn a_key_from_the_store_works_at_once_owns_its_conversations_and_stops_when_revoked() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let settings = settings_with(dir.path(), Grants::talk_only());
+/// A server whose anonymous peers may only talk, its store, and the bearer of a store peer
+/// `shop` that may talk and use `getProductInfo`.
+async fn talk_only_app_with_shop(
+    dir: &std::path::Path,
+) -> (TestApp, std::sync::Arc<dyn parley_store::Store>, String) {
+    let settings = settings_with(dir, Grants::talk_only());
     let app = TestApp::spawn(&settings).await;
     let store = parley_store::connect(&settings.database_url(), Default::default())
         .await
@@ -343,6 +345,13 @@ async fn a_key_from_the_store_works_at_once_owns_its_conversations_and_stops_whe
         json!({"talk": true, "capabilities": ["getProductInfo"]}),
     )
     .await;
+    (app, store, shop)
+}
+
+#[tokio::test]
+async fn a_key_from_the_store_works_at_once_owns_its_conversations_and_stops_when_revoked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, store, shop) = talk_only_app_with_shop(dir.path()).await;
     let other = add_peer(&store, "other", json!({"talk": true})).await;
     let client = reqwest::Client::new();
 
@@ -506,17 +515,7 @@ async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_thei
 #[tokio::test]
 async fn the_built_in_reasoner_tells_each_peer_only_what_it_may_use() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let settings = settings_with(dir.path(), Grants::talk_only());
-    let app = TestApp::spawn(&settings).await;
-    let store = parley_store::connect(&settings.database_url(), Default::default())
-        .await
-        .expect("the server's store");
-    let shop = add_peer(
-        &store,
-        "shop",
-        json!({"talk": true, "capabilities": ["getProductInfo"]}),
-    )
-    .await;
+    let (app, _, shop) = talk_only_app_with_shop(dir.path()).await;
     let client = reqwest::Client::new();
     let said = |reply: &Value| {
         parley_nlip::from_json_value(reply)

@@ -92,16 +92,9 @@ impl Endpoint {
     async fn negotiate(&self, envelope: &Envelope) -> Result<Value, RpcError> {
         // An agreement is no authorization: a peer that may not negotiate is told so (1607),
         // and one that may is still checked on every call of what it agreed.
-        let may = self
-            .caller
-            .principal
-            .grants
-            .allows(parley_auth::Action::Negotiate);
-        if !may {
-            let reason = self
-                .caller
-                .principal
-                .refusal(parley_auth::Action::Negotiate);
+        if let Err(ApiError::Forbidden(reason)) =
+            self.caller.principal.check(parley_auth::Action::Negotiate)
+        {
             return Err(RpcError::anp(AnpCode::AuthorizationRequired, reason, None));
         }
         let provider = self.agent.provider();
