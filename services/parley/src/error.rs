@@ -22,7 +22,7 @@ pub enum ApiError {
     #[error("not authenticated: {0}")]
     Unauthenticated(String),
     /// The peer may not do what it asked; the message says what it may do instead.
-    #[error("forbidden: {0}")]
+    #[error("{0}")]
     Forbidden(String),
     /// A message refers to an upload that does not exist: the message cannot be processed.
     #[error("unknown upload {0:?}; upload the content first")]
