@@ -36,6 +36,8 @@ pub struct VerifiedToken {
     pub issuer: String,
     pub subject: String,
     pub scopes: Vec<String>,
+    /// When the token expires (`exp`, seconds since the Unix epoch).
+    pub expires_at: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -60,6 +62,7 @@ struct Unverified {
 #[derive(Debug, Deserialize)]
 struct Claims {
     sub: String,
+    exp: u64,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -119,6 +122,7 @@ pub fn verify(issuers: &[Issuer], token: &str) -> Result<VerifiedToken, JwtError
         issuer: issuer.issuer.clone(),
         subject: claims.sub,
         scopes,
+        expires_at: claims.exp,
     })
 }
 

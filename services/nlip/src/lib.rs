@@ -27,7 +27,7 @@ pub use codec::{
     to_json_vec,
 };
 pub use exchange::{ERROR_LABEL, ErrorInfo, finish_reply};
-pub use message::{CONTROL, Content, Format, Message, Submessage, TokenKind};
+pub use message::{CONTROL, Content, Format, Message, REDACTED, Submessage, TokenKind};
 pub use validate::{ValidationError, validate};
 
 /// The language subformat used when the peer gave none (ECMA-430 requires English).

@@ -8,6 +8,9 @@ use serde_json::Value;
 /// The value of `MessageType` reserved for control messages (ECMA-430 §5.1.1).
 pub const CONTROL: &str = "control";
 
+/// What a written-down message shows in place of an authentication token's content.
+pub const REDACTED: &str = "<redacted>";
+
 /// The `format` field (ECMA-430 §5.3, table 1), plus the legacy `error` format that
 /// older clients send. Values are case-insensitive on input and lowercase on output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -254,6 +257,33 @@ impl Message {
             .filter(|s| s.format == Format::Token)
     }
 
+    /// This message as it may be written down: the content of every authentication token
+    /// (credentials, session tokens) replaced by `<redacted>`. Borrowed when there is none.
+    pub fn redacted(&self) -> std::borrow::Cow<'_, Message> {
+        let is_secret = |format: Format, subformat: &str| {
+            format == Format::Token && TokenKind::of(subformat) == TokenKind::Authentication
+        };
+        let top = is_secret(self.format, &self.subformat);
+        if !top
+            && !self
+                .submessages
+                .iter()
+                .any(|s| is_secret(s.format, &s.subformat))
+        {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut copy = self.clone();
+        if top {
+            copy.content = Content::from(REDACTED);
+        }
+        for sub in &mut copy.submessages {
+            if is_secret(sub.format, &sub.subformat) {
+                sub.content = Content::from(REDACTED);
+            }
+        }
+        std::borrow::Cow::Owned(copy)
+    }
+
     /// The first token of a kind, if any.
     pub fn token(&self, kind: TokenKind) -> Option<&Submessage> {
         self.tokens().find(|s| s.token_kind() == Some(kind))
@@ -276,5 +306,36 @@ impl Message {
             .iter()
             .find(|s| s.format == Format::Text)
             .map_or(crate::DEFAULT_LANGUAGE, |s| s.subformat.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_hides_authentication_tokens_and_nothing_else() {
+        let plain = Message::text("english", "hi").with_submessage(Submessage::new(
+            Format::Token,
+            "conversation",
+            "c-1",
+        ));
+        assert!(matches!(plain.redacted(), std::borrow::Cow::Borrowed(_)));
+
+        let secret = plain
+            .clone()
+            .with_submessage(Submessage::new(Format::Token, "authorization", "parley_x"))
+            .with_submessage(Submessage::new(Format::Token, "Authentication_a1", "pls_y"));
+        let written = secret.redacted();
+        let contents: Vec<_> = written
+            .tokens()
+            .map(|t| t.content.as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(contents, ["c-1", REDACTED, REDACTED]);
+        assert_eq!(written.text_content(), Some("hi"));
+        assert_eq!(secret.submessages[1].content.as_str(), Some("parley_x"));
+
+        let top = Message::new(Format::Token, "authentication", "k");
+        assert_eq!(top.redacted().content.as_str(), Some(REDACTED));
     }
 }

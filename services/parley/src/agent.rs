@@ -17,8 +17,15 @@
 //! Access: every message is checked for what its route does (see `crate::access`), before its
 //! conversation is looked up: a meta-protocol message needs `negotiate`, an application message
 //! a protocol the caller agreed or was granted, a tool call its capability, natural language
-//! `talk`. A refusal is `forbidden` (403). The whole answer runs as the caller's
-//! ([`access::scoped`]), so the capability calls it causes are checked too.
+//! `talk`. A refusal is `forbidden` (403); to an anonymous peer it is a control message asking
+//! for authentication (`authentication_required`, 401), which the peer answers by sending the
+//! message again with its credential in an `authentication` token submessage (ECMA-430 §6.2.2,
+//! see [`Access::in_band`]). The reply to a message that authenticated so carries a session
+//! token of this agent's own (`authentication_<agent id>`) for the peer's later messages. The
+//! whole answer runs as the caller's ([`access::scoped`]), so the capability calls it causes are
+//! checked too.
+//!
+//! Authentication tokens are credentials: the conversation log keeps them as `<redacted>`.
 
 use std::sync::Arc;
 
@@ -202,14 +209,24 @@ impl Agent {
         format!("conversation_{}", self.agent_id)
     }
 
-    /// Whether `token` is a conversation token this agent minted (`conversation_<agent id>`,
-    /// any case); compared in place, as it runs for every token of every message.
+    /// The subformat of the session tokens this agent hands peers that authenticated inside a
+    /// message.
+    pub fn authentication_subformat(&self) -> String {
+        format!("authentication_{}", self.agent_id)
+    }
+
+    /// Whether `token` is a token this agent minted (`conversation_<agent id>` or
+    /// `authentication_<agent id>`, any case); compared in place, as it runs for every token of
+    /// every message.
     fn is_own_token(&self, token: &Submessage) -> bool {
-        const PREFIX: &[u8] = b"conversation_";
         let s = token.subformat.as_bytes();
-        s.len() == PREFIX.len() + self.agent_id.len()
-            && s[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
-            && s[PREFIX.len()..].eq_ignore_ascii_case(self.agent_id.as_bytes())
+        [b"conversation_".as_slice(), b"authentication_".as_slice()]
+            .iter()
+            .any(|prefix| {
+                s.len() == prefix.len() + self.agent_id.len()
+                    && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+                    && s[prefix.len()..].eq_ignore_ascii_case(self.agent_id.as_bytes())
+            })
     }
 
     /// Answers one message from `caller`: §6.1 (always a reply), §6.2 (tokens echoed), §6.3
@@ -218,7 +235,39 @@ impl Agent {
     /// is refused first, before any database or model is touched; then the caller's grants
     /// decide.
     pub async fn handle(&self, request: &Message, caller: &Caller) -> Reply {
-        access::scoped(caller.clone(), self.handle_as(request, caller)).await
+        let in_band = if caller.principal.id.is_none() {
+            self.access()
+                .in_band(request, &self.authentication_subformat())
+                .await
+        } else {
+            Ok(access::InBand::None)
+        };
+        let (caller, session) = match in_band {
+            Ok(access::InBand::None) => (caller.clone(), None),
+            Ok(access::InBand::Session(principal)) => (Caller::new(caller.addr, principal), None),
+            Ok(access::InBand::Credential { principal, session }) => {
+                (Caller::new(caller.addr, principal), Some(session))
+            }
+            Err(e) => {
+                if let ApiError::Unauthenticated(reason) = &e {
+                    let actor = crate::audit::Actor::at(caller.addr);
+                    let audit = self.audit();
+                    audit
+                        .authentication_failed(&actor, "nlip-token", reason)
+                        .await;
+                }
+                return self.error_reply(request, None, e);
+            }
+        };
+        let mut reply = access::scoped(caller.clone(), self.handle_as(request, &caller)).await;
+        if let Some(session) = session {
+            reply.message.submessages.push(Submessage::new(
+                Format::Token,
+                self.authentication_subformat(),
+                session.reveal(),
+            ));
+        }
+        reply
     }
 
     async fn handle_as(&self, request: &Message, caller: &Caller) -> Reply {
@@ -239,11 +288,22 @@ impl Agent {
             return self.error_reply(request, None, refused.into());
         }
         if let Err(e) = self.permit(&route, caller).await {
-            if let ApiError::Forbidden(reason) = &e {
-                let (action, subject) = audited(&route);
-                let actor = crate::audit::Actor::of(caller);
-                self.audit().refused(&actor, action, &subject, reason).await;
-            }
+            let e = match e {
+                ApiError::Forbidden(reason) => {
+                    let (action, subject) = audited(&route);
+                    let actor = crate::audit::Actor::of(caller);
+                    self.audit()
+                        .refused(&actor, action, &subject, &reason)
+                        .await;
+                    // Credentials could change the answer of an anonymous peer: ask for them.
+                    if caller.principal.id.is_none() {
+                        ApiError::AuthenticationRequired(reason)
+                    } else {
+                        ApiError::Forbidden(reason)
+                    }
+                }
+                e => e,
+            };
             return self.error_reply(request, None, e);
         }
         let is_meta = matches!(route, Route::Meta(_));
@@ -317,12 +377,31 @@ impl Agent {
         conversation: Option<&str>,
         error: ApiError,
     ) -> Reply {
-        let message = error.to_info().to_message(request.reply_language());
+        let mut message = error.to_info().to_message(request.reply_language());
+        if let ApiError::AuthenticationRequired(_) = &error {
+            message = self.authentication_request(message);
+        }
         Reply {
             message: self.finish(request, conversation, message),
             status: error.status(),
             retry_after: error.retry_after(),
         }
+    }
+
+    /// `error` as a request for authentication: a control message whose `authenticate` part
+    /// says how to answer (the token subformat to carry the credential in, the schemes read).
+    fn authentication_request(&self, error: Message) -> Message {
+        let how = json!({
+            "token_subformat": "authentication",
+            "schemes": self.access().in_band_schemes(),
+            "http_header": "Authorization: Bearer",
+        });
+        let mut message = error.into_control();
+        message.submessages.push(
+            Submessage::new(Format::Structured, "json", parley_nlip::Content::Json(how))
+                .with_label("authenticate"),
+        );
+        message
     }
 
     fn finish(&self, request: &Message, conversation: Option<&str>, reply: Message) -> Message {
@@ -339,7 +418,7 @@ impl Agent {
 
     async fn log(&self, id: &str, direction: Direction, m: &Message) -> Result<(), ApiError> {
         self.store
-            .append_message(id, direction, &parley_nlip::to_json_value(m))
+            .append_message(id, direction, &parley_nlip::to_json_value(&m.redacted()))
             .await?;
         Ok(())
     }

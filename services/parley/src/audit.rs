@@ -133,6 +133,8 @@ struct Inner {
     pending: Mutex<Vec<NewAuditEvent>>,
     capacity: usize,
     flush_interval: Duration,
+    /// How long an event is kept (`audit.retention_days`); `None`: for ever.
+    retention: Option<Duration>,
 }
 
 impl Audit {
@@ -143,6 +145,7 @@ impl Audit {
                 pending: Mutex::new(Vec::new()),
                 capacity: settings.buffer_events,
                 flush_interval: Duration::from_millis(settings.flush_interval_ms),
+                retention: settings.retention(),
             }),
         }
     }
@@ -316,6 +319,40 @@ impl Audit {
                 audit.flush().await;
             }
         })
+    }
+
+    /// Starts the retention sweep: at once, then every `period`, the events older than
+    /// `audit.retention_days` are deleted, in batches. No retention starts nothing.
+    pub fn spawn_retention(&self, period: Duration) -> Option<tokio::task::JoinHandle<()>> {
+        let keep = self.inner.retention?;
+        let audit = self.clone();
+        Some(crate::periodic::spawn_every(period, move || {
+            let audit = audit.clone();
+            async move {
+                match audit.expire(keep).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(events = n, "audit events past their retention deleted")
+                    }
+                    Err(e) => tracing::warn!(
+                        error = %crate::error::chain(&e),
+                        "the audit retention sweep failed; trying again later"
+                    ),
+                }
+            }
+        }))
+    }
+
+    /// Deletes the events older than `keep`; returns how many.
+    pub async fn expire(&self, keep: Duration) -> Result<u64, parley_store::StoreError> {
+        let Some(before) = chrono::Duration::from_std(keep)
+            .ok()
+            .and_then(|keep| chrono::Utc::now().checked_sub_signed(keep))
+        else {
+            return Ok(0);
+        };
+        let store = &self.inner.store;
+        crate::expiry::in_batches(|| store.expire_audit(before, parley_store::MAX_PAGE)).await
     }
 
     /// The last flush, at shutdown: retried while the database fails in a way that may pass,

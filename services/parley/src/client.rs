@@ -9,8 +9,13 @@
 //! 404 or 405 on a path other than Parley's end-points gets an error naming the right one.
 //!
 //! A client may present a [`BearerToken`] (an API key from `parley peers add`, or an OAuth access
-//! token): it goes as `Authorization: Bearer …` on every HTTP request and on the WebSocket
-//! upgrade request, marked sensitive so that no header dump shows it.
+//! token). By default it goes as `Authorization: Bearer …` on every HTTP request and on the
+//! WebSocket upgrade request, marked sensitive so that no header dump shows it. A token to present
+//! [`Placement::InMessage`] goes inside NLIP instead (ECMA-430 §6.2.2): the client sends nothing
+//! until the peer asks for authentication (a control reply `authentication_required`), answers
+//! by sending the same message again with the token in an `authentication` token submessage, and
+//! from then on sends the session token the peer handed back (any authentication token of the
+//! peer's own in a reply) with every message, answering again when the peer asks again.
 
 use std::sync::Arc;
 
@@ -60,10 +65,26 @@ pub enum ClientError {
     Token,
 }
 
-/// A credential sent as `Authorization: Bearer <token>`: an API key or an OAuth access token.
-/// Neither `Debug` nor any error shows it.
+/// A credential: an API key or an OAuth access token, presented as `Authorization: Bearer
+/// <token>` or inside NLIP messages ([`Placement`]). Neither `Debug` nor any error shows it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct BearerToken(HeaderValue);
+pub struct BearerToken {
+    header: HeaderValue,
+    token: String,
+    placement: Placement,
+}
+
+/// Where a client presents its [`BearerToken`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Placement {
+    /// `Authorization: Bearer` on every HTTP request and WebSocket upgrade.
+    #[default]
+    Header,
+    /// Inside NLIP messages, when the peer asks (ECMA-430 §6.2.2); framings without NLIP
+    /// messages (`/anp`, `/anp/rpc`) still send the header.
+    #[value(name = "message")]
+    InMessage,
+}
 
 impl BearerToken {
     /// A token as given (surrounding whitespace ignored), of RFC 6750's `b64token` form, so that
@@ -78,15 +99,35 @@ impl BearerToken {
         if !well_formed {
             return Err(ClientError::Token);
         }
-        let mut value =
+        let mut header =
             HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| ClientError::Token)?;
-        value.set_sensitive(true);
-        Ok(BearerToken(value))
+        header.set_sensitive(true);
+        Ok(BearerToken {
+            header,
+            token: token.to_owned(),
+            placement: Placement::Header,
+        })
+    }
+
+    /// The same token, presented as `placement` says.
+    pub fn presented(mut self, placement: Placement) -> BearerToken {
+        self.placement = placement;
+        self
     }
 
     /// The `Authorization` header's value.
     pub fn header_value(&self) -> &HeaderValue {
-        &self.0
+        &self.header
+    }
+
+    /// Where NLIP clients present it.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// The `Authorization` header an NLIP client sends with it: none when it goes in messages.
+    fn nlip_header(&self) -> Option<&HeaderValue> {
+        (self.placement == Placement::Header).then_some(&self.header)
     }
 }
 
@@ -115,6 +156,10 @@ enum Transport {
 #[derive(Debug)]
 pub struct NlipClient {
     transport: Transport,
+    /// The token to answer a request for authentication with (placed in messages).
+    in_message: Option<BearerToken>,
+    /// The peer's own authentication token (its session), sent with every message.
+    session: Option<parley_nlip::Submessage>,
 }
 
 /// A reply plus the HTTP status it came with (200 over WebSocket).
@@ -164,7 +209,7 @@ impl NlipClient {
                     client: builder.build().map_err(ClientError::Http)?,
                     url: parsed.clone(),
                     cbor,
-                    token: token.cloned(),
+                    token: token.filter(|t| t.nlip_header().is_some()).cloned(),
                 }
             }
             "ws" | "wss" => {
@@ -173,8 +218,9 @@ impl NlipClient {
                 let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                     .read_buffer_size(crate::server::WS_READ_CHUNK);
                 let connector = configs.map(|c| Connector::Rustls(Arc::clone(&c.ws)));
+                let header = token.filter(|t| t.nlip_header().is_some());
                 let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
-                    upgrade_request(&parsed, token)?,
+                    upgrade_request(&parsed, header)?,
                     Some(config),
                     true,
                     connector,
@@ -188,12 +234,51 @@ impl NlipClient {
             }
             other => unreachable!("endpoint() admits only http(s) and ws(s), not {other}"),
         };
-        Ok(NlipClient { transport })
+        Ok(NlipClient {
+            transport,
+            in_message: token
+                .filter(|t| t.placement == Placement::InMessage)
+                .cloned(),
+            session: None,
+        })
     }
 
     /// Sends one message and waits for its reply. NLIP error replies are replies, not
-    /// errors: inspect them with [`parley_nlip::ErrorInfo::from_message`].
+    /// errors: inspect them with [`parley_nlip::ErrorInfo::from_message`]. With a token to
+    /// present in messages, a request for authentication is answered here (see the module
+    /// docs): the reply returned is the answer to the message sent again.
     pub async fn send(&mut self, message: &Message) -> Result<Received, ClientError> {
+        let outgoing = match &self.session {
+            Some(session) => {
+                std::borrow::Cow::Owned(message.clone().with_submessage(session.clone()))
+            }
+            None => std::borrow::Cow::Borrowed(message),
+        };
+        let mut received = self.exchange(&outgoing).await?;
+        let mut sent = outgoing.into_owned();
+        if let Some(token) = &self.in_message
+            && asks_for_authentication(&received.message)
+        {
+            self.session = None;
+            sent = message
+                .clone()
+                .with_submessage(parley_nlip::Submessage::new(
+                    parley_nlip::Format::Token,
+                    "authentication",
+                    token.token.as_str(),
+                ));
+            received = self.exchange(&sent).await?;
+        }
+        if self.in_message.is_some()
+            && let Some(session) = peer_session(&sent, &received.message)
+        {
+            self.session = Some(session.clone());
+        }
+        Ok(received)
+    }
+
+    /// One message out, its reply in.
+    async fn exchange(&mut self, message: &Message) -> Result<Received, ClientError> {
         match &mut self.transport {
             Transport::Http {
                 client,
@@ -272,6 +357,22 @@ impl NlipClient {
             }
         }
     }
+}
+
+/// Whether `reply` is a request for authentication (ECMA-430 §6.2.2): a control message whose
+/// error code is `authentication_required`.
+fn asks_for_authentication(reply: &Message) -> bool {
+    reply.is_control()
+        && parley_nlip::ErrorInfo::from_message(reply)
+            .is_some_and(|e| e.code == "authentication_required")
+}
+
+/// The peer's own authentication token in `reply`: one the client did not send in `sent`.
+fn peer_session<'a>(sent: &Message, reply: &'a Message) -> Option<&'a parley_nlip::Submessage> {
+    reply.tokens().find(|t| {
+        t.token_kind() == Some(parley_nlip::TokenKind::Authentication)
+            && !sent.tokens().any(|s| s.same_token(t))
+    })
 }
 
 /// The WebSocket upgrade request for `url`, with `token` as its `Authorization` header.

@@ -21,6 +21,11 @@ pub enum ApiError {
     /// A credential was presented and does not name a peer (malformed, unknown, revoked).
     #[error("not authenticated: {0}")]
     Unauthenticated(String),
+    /// The peer presented no credential (or its session ended) and what it asked needs one: the
+    /// reply is a control message asking for authentication (ECMA-430 §6.2.2), and the message
+    /// says what the peer may do without.
+    #[error("{0}")]
+    AuthenticationRequired(String),
     /// The peer may not do what it asked; the message says what it may do instead.
     #[error("{0}")]
     Forbidden(String),
@@ -126,6 +131,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::UnknownConversation(_) => "unknown_conversation",
             ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::AuthenticationRequired(_) => "authentication_required",
             ApiError::Forbidden(_) => "forbidden",
             ApiError::UnknownUpload(_) | ApiError::UploadNotFound(_) => "unknown_upload",
             ApiError::Timeout(_) => "timeout",
@@ -163,7 +169,9 @@ impl ApiError {
                 StatusCode::NOT_FOUND
             }
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthenticated(_) | ApiError::AuthenticationRequired(_) => {
+                StatusCode::UNAUTHORIZED
+            }
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Handler { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

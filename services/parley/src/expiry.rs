@@ -55,9 +55,19 @@ pub async fn sweep(store: &dyn Store, idle: Duration) -> Result<u64, StoreError>
         // Longer ago than a timestamp reaches: nothing can be that old.
         return Ok(0);
     };
+    in_batches(|| store.expire_conversations(idle_since, MAX_PAGE)).await
+}
+
+/// Runs `batch` (one deletion of at most [`MAX_PAGE`] rows, in its own transaction) until one
+/// deletes fewer; returns how many went in all.
+pub(crate) async fn in_batches<F, Fut>(mut batch: F) -> Result<u64, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, StoreError>>,
+{
     let mut total = 0;
     loop {
-        let removed = store.expire_conversations(idle_since, MAX_PAGE).await?;
+        let removed = batch().await?;
         total += removed;
         if removed < u64::from(MAX_PAGE) {
             return Ok(total);

@@ -399,6 +399,7 @@ impl Bound {
         let audit = self.state.agent.audit().clone();
         let flusher = provider.spawn_usage_flusher(Duration::from_secs(1));
         let audit_flusher = audit.spawn_flusher();
+        let audit_retention = audit.spawn_retention(Duration::from_secs(3_600));
         let turn_limit = Duration::from_millis(self.state.limits.request_timeout_ms);
         let sweeper = provider.spawn_interrupted_sweep(turn_limit, Duration::from_secs(60));
         let limits = &self.state.limits;
@@ -411,6 +412,9 @@ impl Bound {
         let served = server::serve(self.state, self.listener, self.upload_listener, shutdown).await;
         flusher.abort();
         audit_flusher.abort();
+        if let Some(retention) = audit_retention {
+            retention.abort();
+        }
         sweeper.abort();
         if let Some(expiry) = expiry {
             expiry.abort();
@@ -446,7 +450,9 @@ async fn build_access(
     capabilities: &Capabilities,
     store: &Arc<dyn Store>,
 ) -> Result<Arc<crate::access::Access>, StartupError> {
-    let mut access = crate::access::Access::new(settings.access.anonymous.clone(), store.clone());
+    let sessions = &settings.access.sessions;
+    let mut access = crate::access::Access::new(settings.access.anonymous.clone(), store.clone())
+        .with_sessions(Duration::from_secs(sessions.ttl_s), sessions.max);
     if let Some(path) = &settings.access.peers_file {
         access = access.with_peers_file(crate::access::peers_file::load(path)?);
     }

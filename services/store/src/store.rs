@@ -304,9 +304,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// writes nothing). Every event is checked first: `action`, `subject` and `outcome` not
     /// empty, `peer` and `address` not empty when given, none of them longer than
     /// [`MAX_AUDIT_TEXT`] bytes, no U+0000 anywhere; one bad event makes the batch `Invalid`.
-    /// Nothing deletes an audit event: not the expiry of the conversation it happened in, nor
-    /// anything else.
+    /// Only its retention ([`Store::expire_audit`]) deletes an audit event: not the expiry of the
+    /// conversation it happened in, nor anything else.
     async fn append_audit(&self, events: &[NewAuditEvent]) -> Result<(), StoreError>;
+
+    /// Deletes at most `limit` (capped at [`MAX_PAGE`]) audit events that happened before
+    /// `before`, oldest first; returns how many. A caller sweeps until fewer than `limit` went.
+    /// A cut-off in the future is `Invalid`: it would take events of now.
+    async fn expire_audit(&self, before: DateTime<Utc>, limit: u32) -> Result<u64, StoreError>;
 
     /// The audit events matching every field `filter` sets, newest first (of one instant, the
     /// later recorded first), at most `filter.limit` (capped at [`MAX_PAGE`]). A filter value no

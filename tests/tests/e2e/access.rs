@@ -1,6 +1,7 @@
 //! Who may do what, over real sockets: anonymous peers on the default policy (talk only) are
-//! refused negotiation, tool calls and protocol calls with `forbidden` and told what they may
-//! do; a credential that does not resolve is 401 on every transport; a protocol is callable by
+//! asked to authenticate (`authentication_required`, a control message) for negotiation, tool
+//! calls and protocol calls, and told what they may do without; the NLIP authentication exchange
+//! works with each in-message scheme; a credential that does not resolve is 401 on every transport; a protocol is callable by
 //! the peer that agreed it, not by another; a handler's `host.call` and a model's tool call pass
 //! the same check; `/mcp` lists only what the caller may call.
 
@@ -80,10 +81,15 @@ async fn anonymous_peers_talk_by_default_and_are_refused_the_rest_with_what_they
         ("a tool call", tool_call()),
         ("a protocol call", call_of(&hash)),
     ] {
-        let (status, _, reply, error) = post(&client, &app.url(), None, &body).await;
-        assert_eq!(status, 403, "{what}: {reply}");
+        let (status, challenge, reply, error) = post(&client, &app.url(), None, &body).await;
+        assert_eq!(status, 401, "{what}: {reply}");
+        assert!(challenge.is_some(), "{what}");
+        assert_eq!(
+            reply["messagetype"], "control",
+            "{what}: a request to authenticate"
+        );
         let error = error.expect("an NLIP error");
-        assert_eq!(error.code, "forbidden", "{what}");
+        assert_eq!(error.code, "authentication_required", "{what}");
         assert!(
             error.message.contains("you may talk in natural language")
                 && error.message.contains("API key"),
@@ -196,8 +202,11 @@ async fn a_protocol_is_called_by_the_peer_that_agreed_it_and_needs_its_capabilit
         &call_of(&agreed.hash),
     )
     .await;
-    assert_eq!(status, 403, "another peer does not: {reply}");
-    assert_eq!(error.expect("an NLIP error").code, "forbidden");
+    assert_eq!(status, 401, "another peer does not: {reply}");
+    assert_eq!(
+        error.expect("an NLIP error").code,
+        "authentication_required"
+    );
     app.stop().await;
 
     // A peer granted the protocol but not its capability: the handler's host.call is refused.
@@ -361,7 +370,7 @@ async fn a_key_from_the_store_works_at_once_owns_its_conversations_and_stops_whe
         "a key added on the running server works: {reply}"
     );
     let (status, _, _, _) = post(&client, &app.url(), None, &tool_call()).await;
-    assert_eq!(status, 403, "anonymous peers still may not");
+    assert_eq!(status, 401, "anonymous peers still may not");
     let orders = json!({"format": "structured", "subformat": "json",
         "content": {"tool": "getOrderStatus", "arguments": {"orderId": "O-1001"}}});
     let (status, _, reply, error) = post(&client, &app.url(), Some(&shop), &orders).await;
@@ -459,8 +468,11 @@ async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_thei
     let text = parley_nlip::to_json_value(&Message::text("english", "hello"));
 
     let (status, _, _, error) = post(&client, &app.url(), None, &text).await;
-    assert_eq!(status, 403, "anonymous peers may do nothing here");
-    assert_eq!(error.expect("an NLIP error").code, "forbidden");
+    assert_eq!(status, 401, "anonymous peers may do nothing here");
+    assert_eq!(
+        error.expect("an NLIP error").code,
+        "authentication_required"
+    );
 
     let bearer = format!("Bearer {}", key.reveal());
     let (status, _, reply, _) = post(&client, &app.url(), Some(&bearer), &tool_call()).await;
@@ -540,4 +552,53 @@ async fn the_built_in_reasoner_tells_each_peer_only_what_it_may_use() {
         assert!(answer.contains("getProductInfo"), "{question}: {answer}");
         assert!(!answer.contains("getOrderStatus"), "{question}: {answer}");
     }
+}
+
+#[tokio::test]
+async fn a_requester_refused_a_protocol_agreed_under_another_key_negotiates_it_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (app, store, _) = talk_only_app_with_shop(dir.path()).await;
+    let negotiator = json!({"negotiate": true, "capabilities": ["getProductInfo"]});
+    let first = add_peer(&store, "first", negotiator.clone()).await;
+    let second = add_peer(&store, "second", negotiator).await;
+    let talker = add_peer(&store, "talker", json!({"talk": true})).await;
+    let as_token = |bearer: &str| {
+        let key = bearer.strip_prefix("Bearer ").expect("a bearer header");
+        Some(parley::client::BearerToken::new(key).expect("a token"))
+    };
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let mut requester = new_requester(requester_dir.path()).await;
+    requester.token = as_token(&first);
+    let agreed = requester
+        .negotiate(&app.url(), &product_protocol(), |_| {})
+        .await
+        .expect("the negotiation runs");
+    assert_eq!(agreed.outcome, Outcome::Agreed, "{:?}", agreed.transcript);
+
+    // The same local store under another key: the provider refuses the protocol as not the
+    // second peer's, and the requester negotiates it again for itself, once.
+    requester.token = as_token(&second);
+    let called = requester
+        .call(&app.url(), &agreed.hash, request("m-2", "P12345"))
+        .await
+        .expect("answered after negotiating again");
+    assert!(called.renegotiated.is_some(), "{called:?}");
+    assert_eq!(called.answer["productInfo"]["productId"], "P12345");
+    let again = requester
+        .call(&app.url(), &agreed.hash, request("m-3", "P12345"))
+        .await
+        .expect("answered");
+    assert!(again.renegotiated.is_none(), "now the second peer's own");
+
+    // A peer that may not negotiate keeps the provider's refusal as its answer.
+    requester.token = as_token(&talker);
+    let refused = requester
+        .call(&app.url(), &agreed.hash, request("m-4", "P12345"))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&refused, parley::negotiation::requester::RequesterError::Peer { code, .. } if code == "forbidden"),
+        "{refused}"
+    );
+    app.stop().await;
 }

@@ -254,3 +254,78 @@ binding = { type = "agent", url = "127.0.0.1:9", protocol = "notes.md" }
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_binding_presents_its_token_to_a_desk_that_lets_only_its_peers_in() {
+    // The product desk: anonymous peers may do nothing; the front desk is a peer with a key that
+    // may negotiate and use getProductInfo.
+    let desk_dir = tempfile::tempdir().expect("tempdir");
+    let mut desk_settings = test_settings(desk_dir.path());
+    desk_settings.access = Default::default();
+    desk_settings.access.anonymous = parley_auth::Grants::default();
+    let desk = TestApp::spawn(&desk_settings).await;
+    let desk_store = store_of(&desk_settings).await;
+    let key = parley_auth::ApiKey::generate().expect("a key");
+    let stored = key.stored();
+    desk_store
+        .add_peer(parley_store::NewPeer {
+            id: "front-desk".into(),
+            key_id: Some(stored.key_id),
+            key_digest: Some(stored.digest),
+            grants: serde_json::json!({"negotiate": true, "capabilities": ["getProductInfo"]}),
+        })
+        .await
+        .expect("the front desk is a peer");
+
+    // The front desk's file, its bindings presenting ${PRODUCT_DESK_KEY}.
+    let front_dir = tempfile::tempdir().expect("tempdir");
+    let examples = repo_root().join("examples");
+    let text = std::fs::read_to_string(examples.join("front-desk/capabilities.toml"))
+        .expect("the example")
+        .replace(
+            "url = \"${PRODUCT_DESK_URL}\"",
+            "url = \"${PRODUCT_DESK_URL}\"\ntoken = \"${PRODUCT_DESK_KEY}\"",
+        )
+        .replace(
+            "protocol = \"../protocols/",
+            &format!("protocol = \"{}/protocols/", examples.display()),
+        );
+    assert!(text.contains("PRODUCT_DESK_KEY"));
+    let file = front_dir.path().join("capabilities.toml");
+    std::fs::write(&file, text).expect("written");
+    let mut front_settings = test_settings(front_dir.path());
+    front_settings.capabilities = None;
+    front_settings.sandbox.deadline_ms = 10_000;
+    let base = format!("http://{}", desk.addr);
+    let revealed = key.reveal();
+    let wrong = format!("parley_0123456789abcdef_{}", "A".repeat(43));
+    for (presented, answered) in [(revealed.as_str(), true), (wrong.as_str(), false)] {
+        let capabilities = capabilities_with(
+            &file,
+            &[("PRODUCT_DESK_URL", &base), ("PRODUCT_DESK_KEY", presented)],
+        );
+        let front = TestApp::spawn_with(&front_settings, capabilities).await;
+        let (_, said, data) = ask(&front.url(), "How much is product P12345?").await;
+        if answered {
+            assert_eq!(data.len(), 1, "{said}: {data:?}");
+            assert_eq!(data[0]["price"], 1299.99, "{said}");
+        } else {
+            assert_eq!(data.len(), 1, "{said}: {data:?}");
+            assert_eq!(data[0]["code"], "binding_failed", "{data:?}");
+            assert!(
+                said.contains("unauthenticated"),
+                "the desk refused the key: {said}"
+            );
+        }
+        front.stop().await;
+    }
+    let agreements = desk_store
+        .agreements_for_protocol(&ProtocolHash::of(&product_protocol()).to_string())
+        .await
+        .expect("query");
+    assert!(
+        agreements.iter().any(|a| a.peer == "peer:front-desk"),
+        "the desk's agreement names the front desk's key, not its address: {agreements:?}"
+    );
+    desk.stop().await;
+}

@@ -41,9 +41,11 @@ use crate::error::ApiError;
 use crate::peer::{Caller, PeerIdentity};
 
 pub mod peers_file;
+pub mod sessions;
 
 use crate::issuers::Issuers;
 use peers_file::PeersFile;
+use sessions::Sessions;
 
 /// How long a key looked up in the store is trusted before it is looked up again.
 pub const KEY_TTL: Duration = Duration::from_secs(1);
@@ -53,6 +55,12 @@ const MAX_CACHED_KEYS: usize = 10_000;
 
 /// Most (peer, protocol) agreements remembered as the peer's own.
 const MAX_CACHED_AGREEMENTS: usize = 10_000;
+
+/// How long an in-message session lasts by default (`[access.sessions] ttl_s`).
+pub const DEFAULT_SESSION_TTL_S: u64 = 900;
+
+/// Most in-message sessions open at once by default (`[access.sessions] max`).
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 
 /// Who a request comes from, as far as its credentials tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +79,21 @@ pub enum Scheme {
     ClientCertificate,
     /// An OAuth 2.0 access token (a JWT) from a trusted issuer.
     Jwt,
+}
+
+/// What an NLIP message's authentication tokens say about its sender (ECMA-430 §6.2.2), for a
+/// request whose transport presented no credential.
+#[derive(Debug)]
+pub enum InBand {
+    /// No token this agent reads as a credential: the sender stays anonymous.
+    None,
+    /// A session token this agent handed out earlier.
+    Session(Arc<Principal>),
+    /// A credential, verified: the principal, and the session token to hand the peer.
+    Credential {
+        principal: Arc<Principal>,
+        session: parley_auth::SessionToken,
+    },
 }
 
 impl Principal {
@@ -102,7 +125,9 @@ impl Principal {
         let mut text = format!("{refused}; {}", describe(&self.grants));
         if self.id.is_none() {
             text.push_str(
-                " Present an API key (Authorization: Bearer parley_…) or a client certificate for more.",
+                " Present a credential for more: an API key or access token (Authorization: \
+                 Bearer, or as the content of an `authentication` token submessage), or a client \
+                 certificate.",
             );
         }
         text
@@ -161,6 +186,8 @@ pub struct Access {
     /// (party, protocol hash) pairs known to be the party's own agreement.
     agreed: Mutex<std::collections::HashSet<(String, String)>>,
     ttl: Duration,
+    /// Sessions of peers that authenticated inside a message.
+    sessions: Sessions,
 }
 
 impl fmt::Debug for Access {
@@ -185,7 +212,27 @@ impl Access {
             keys: Mutex::default(),
             agreed: Mutex::default(),
             ttl: KEY_TTL,
+            sessions: Sessions::new(
+                Duration::from_secs(DEFAULT_SESSION_TTL_S),
+                DEFAULT_MAX_SESSIONS,
+            ),
         }
+    }
+
+    /// Keeps in-message sessions for `ttl`, at most `max` at once.
+    pub fn with_sessions(mut self, ttl: Duration, max: usize) -> Access {
+        self.sessions = Sessions::new(ttl, max);
+        self
+    }
+
+    /// The credentials a peer may present inside a message (the `authenticate` part of a
+    /// request for authentication lists them).
+    pub fn in_band_schemes(&self) -> Vec<&'static str> {
+        let mut schemes = vec!["api-key"];
+        if self.issuers.is_some() {
+            schemes.push("oauth-access-token");
+        }
+        schemes
     }
 
     /// Knows the peers of a peers file too (looked up before the store).
@@ -227,19 +274,27 @@ impl Access {
         let text = header
             .to_str()
             .map_err(|_| unauthenticated("the Authorization header is not text"))?;
-        let token = match text.split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token,
-            _ => {
-                return Err(unauthenticated(
-                    "send an API key as Authorization: Bearer parley_…",
-                ));
+        match text.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+                self.token(token).await
             }
-        };
-        if !token.starts_with("parley_")
-            && token.matches('.').count() == 2
+            _ => Err(unauthenticated(
+                "send an API key as Authorization: Bearer parley_…",
+            )),
+        }
+    }
+
+    /// A bearer token: an access token (JWT) when issuers are configured and it has a JWT's
+    /// three parts, else an API key.
+    async fn token(&self, token: &str) -> Result<Principal, ApiError> {
+        let unauthenticated = |why: &str| ApiError::Unauthenticated(why.to_owned());
+        if is_jwt(token)
             && let Some(issuers) = &self.issuers
         {
-            return self.jwt(issuers, token).await;
+            return self
+                .jwt(issuers, token)
+                .await
+                .map(|(principal, _)| principal);
         }
         let key = ApiKey::parse(token)
             .map_err(|_| unauthenticated("the bearer token is not an API key of this agent"))?;
@@ -271,15 +326,111 @@ impl Access {
         })
     }
 
+    /// What `message`'s `authentication` tokens say about its sender (ECMA-430 §6.2.2), for a
+    /// request whose transport presented no credential. `own` is the subformat of this agent's
+    /// own authentication tokens (`authentication_<agent id>`): such a token is a session this
+    /// agent opened. Any other authentication token whose content reads as a credential of this
+    /// agent (an API key, or an access token when issuers are configured; `Bearer ` before it
+    /// is allowed) is verified, and a session is opened for it. A credential wins over a
+    /// session token in the same message: it is how a peer answers a request for
+    /// authentication. Tokens that read as neither are opaque to this agent (ECMA-430 lets
+    /// clients carry their own) and leave the sender anonymous; a credential that reads as one
+    /// and is wrong is `unauthenticated`, and an ended session is `authentication_required`.
+    pub async fn in_band(
+        &self,
+        message: &parley_nlip::Message,
+        own: &str,
+    ) -> Result<InBand, ApiError> {
+        let mut session = None;
+        let mut credential = None;
+        for token in message.tokens() {
+            if token.token_kind() != Some(parley_nlip::TokenKind::Authentication) {
+                continue;
+            }
+            let Some(text) = token.content.as_str() else {
+                continue;
+            };
+            if token.subformat.eq_ignore_ascii_case(own) {
+                session.get_or_insert(text);
+            } else if credential.is_none() {
+                credential = self.reads_as_credential(text);
+            }
+        }
+        if let Some(text) = credential {
+            return self.open_session(text).await;
+        }
+        let Some(text) = session else {
+            return Ok(InBand::None);
+        };
+        let ended = || {
+            ApiError::AuthenticationRequired(
+                "your session with this agent has ended (it expired, or the agent restarted); \
+                 present your credential again"
+                    .to_owned(),
+            )
+        };
+        let Some(found) = self.sessions.find(text) else {
+            return Err(ended());
+        };
+        if let Some(key_id) = &found.key_id {
+            let live = self.key_peer(key_id).await?;
+            if live.is_none_or(|peer| peer.revoked) {
+                self.sessions.end(text);
+                return Err(ApiError::Unauthenticated(
+                    "the API key this session was opened with was revoked".to_owned(),
+                ));
+            }
+        }
+        Ok(InBand::Session(found.principal))
+    }
+
+    /// The credential in an authentication token's `text`, when it reads as one of this
+    /// agent's schemes.
+    fn reads_as_credential<'a>(&self, text: &'a str) -> Option<&'a str> {
+        let text = text.trim();
+        let token = match text.split_once(' ') {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+            _ => text,
+        };
+        let is_key = ApiKey::parse(token).is_ok();
+        (is_key || (self.issuers.is_some() && is_jwt(token))).then_some(token)
+    }
+
+    /// Verifies an in-message credential and opens a session for the peer it names.
+    async fn open_session(&self, token: &str) -> Result<InBand, ApiError> {
+        let (principal, key_id, until) = if is_jwt(token)
+            && let Some(issuers) = &self.issuers
+        {
+            let (principal, expires_at) = self.jwt(issuers, token).await?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let left = expires_at.saturating_sub(now);
+            let until = Instant::now() + Duration::from_secs(left);
+            (principal, None, Some(until))
+        } else {
+            let principal = self.token(token).await?;
+            let from_store = ApiKey::parse(token)
+                .ok()
+                .filter(|key| self.file.by_key_id(key.key_id()).is_none())
+                .map(|key| key.key_id().to_owned());
+            (principal, from_store, None)
+        };
+        let principal = Arc::new(principal);
+        let session = self.sessions.open(Arc::clone(&principal), key_id, until)?;
+        Ok(InBand::Credential { principal, session })
+    }
+
     /// A bearer JWT: verified against its issuer's keys; the peers-file entry naming its
     /// `"<issuer> <subject>"` decides its grants, else its scopes do (`parley:negotiate`, …).
-    async fn jwt(&self, issuers: &Issuers, token: &str) -> Result<Principal, ApiError> {
+    /// Also returns when the token expires (seconds since the Unix epoch).
+    async fn jwt(&self, issuers: &Issuers, token: &str) -> Result<(Principal, u64), ApiError> {
         let verified = issuers
             .verify(token)
             .await
             .map_err(|e| ApiError::Unauthenticated(format!("the access token is refused: {e}")))?;
         let subject = format!("{} {}", verified.issuer, verified.subject);
-        Ok(match self.file.by_subject(&subject) {
+        let principal = match self.file.by_subject(&subject) {
             Some(peer) => Principal {
                 id: Some(peer.id.clone()),
                 scheme: Scheme::Jwt,
@@ -290,7 +441,8 @@ impl Access {
                 scheme: Scheme::Jwt,
                 grants: verified.grants(),
             },
-        })
+        };
+        Ok((principal, verified.expires_at))
     }
 
     /// The peer of `key_id`, from memory when looked up less than the TTL ago.
@@ -398,6 +550,11 @@ impl Access {
         agreed.insert(key);
         Ok(())
     }
+}
+
+/// Whether `token` has a JWT's form: three dot-separated parts, and not an API key.
+fn is_jwt(token: &str) -> bool {
+    !token.starts_with("parley_") && token.matches('.').count() == 2
 }
 
 tokio::task_local! {

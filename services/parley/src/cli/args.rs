@@ -144,15 +144,26 @@ pub struct TokenArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// Where the token goes over NLIP: `header` (Authorization: Bearer, on every request), or
+    /// `message` (the NLIP authentication exchange: an `authentication` token submessage when
+    /// the peer asks, then the session token it hands back)
+    #[arg(
+        long,
+        env = "PARLEY_TOKEN_IN",
+        value_name = "WHERE",
+        default_value = "header"
+    )]
+    pub token_in: crate::client::Placement,
 }
 
 impl TokenArgs {
-    /// The token, checked to be one a header can carry.
+    /// The token, checked to be one a header can carry, to present where `--token-in` says.
     pub(super) fn bearer(&self) -> Result<Option<crate::client::BearerToken>, CliError> {
         self.token
             .as_deref()
             .map(crate::client::BearerToken::new)
             .transpose()
+            .map(|token| token.map(|t| t.presented(self.token_in)))
             .map_err(|e| CliError::Usage(format!("--token: {e}")))
     }
 }

@@ -23,6 +23,28 @@ pub struct AccessSettings {
     pub peers_file: Option<PathBuf>,
     /// The OAuth 2.0 issuers whose access tokens (JWTs) name peers (`[[access.issuers]]`).
     pub issuers: Vec<super::issuers::IssuerSettings>,
+    /// The sessions of peers that authenticate inside a message (`[access.sessions]`).
+    pub sessions: SessionSettings,
+}
+
+/// `[access.sessions]`: how long the session opened for a peer that authenticated inside an
+/// NLIP message lasts, and how many are kept at once (see `crate::access::sessions`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionSettings {
+    /// Seconds a session lasts (never beyond its access token's expiry).
+    pub ttl_s: u64,
+    /// Most sessions open at once; beyond it the one closest to its end is dropped.
+    pub max: usize,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            ttl_s: crate::access::DEFAULT_SESSION_TTL_S,
+            max: crate::access::DEFAULT_MAX_SESSIONS,
+        }
+    }
 }
 
 impl Default for AccessSettings {
@@ -31,6 +53,7 @@ impl Default for AccessSettings {
             anonymous: Grants::talk_only(),
             peers_file: None,
             issuers: Vec::new(),
+            sessions: SessionSettings::default(),
         }
     }
 }
@@ -92,6 +115,15 @@ impl AccessSettings {
                 format!("{} is not a readable file", path.display()),
             ));
         }
+        if self.sessions.ttl_s == 0 {
+            return Err(invalid(
+                "access.sessions.ttl_s",
+                "must be at least 1 second",
+            ));
+        }
+        if self.sessions.max == 0 {
+            return Err(invalid("access.sessions.max", "must be at least 1"));
+        }
         super::issuers::validate(&self.issuers)
     }
 }
@@ -127,6 +159,15 @@ mod tests {
         let err = toml::from_str::<Settings>("[access.anonymous]\nadmin = true\n")
             .expect_err("unknown grant");
         assert!(err.to_string().contains("admin"), "{err}");
+
+        let s: Settings = toml::from_str("[access.sessions]\nttl_s = 60\n").expect("valid");
+        assert_eq!(
+            (s.access.sessions.ttl_s, s.access.sessions.max),
+            (60, 10_000)
+        );
+        let zero: Settings = toml::from_str("[access.sessions]\nmax = 0\n").expect("reads");
+        let err = zero.validate().expect_err("no room for a session");
+        assert!(err.to_string().contains("access.sessions.max"), "{err}");
 
         args.access.peers_file = Some("/nonexistent/peers.toml".into());
         let err = Settings::load(&args).expect_err("missing peers file");

@@ -508,9 +508,11 @@ impl Requester {
         Ok(())
     }
 
-    /// Sends one application message; when the provider does not know the protocol and its
-    /// text is stored locally, negotiates again and retries once. The answer is checked
-    /// against the protocol's response schema.
+    /// Sends one application message; when the provider does not know the protocol, or
+    /// refuses it as not this requester's (`forbidden`: agreed under another identity, such as
+    /// another key on the same local store), and its text is stored locally, negotiates again
+    /// and retries once. A provider that refuses the negotiation too leaves its first refusal as
+    /// the answer. The answer is checked against the protocol's response schema.
     pub async fn call(
         &self,
         url: &str,
@@ -534,11 +536,19 @@ impl Requester {
         let message = application_message(hash, request);
         let mut renegotiated = None;
         let mut reply = client.send(&message).await?.message;
-        if ErrorInfo::from_message(&reply).is_some_and(|e| e.code == "unknown_protocol") {
-            let n = self
-                .negotiate(url, &protocol.text, |_| {})
-                .await
-                .map_err(|e| RequesterError::Renegotiation(Box::new(e)))?;
+        if let Some(refused) = ErrorInfo::from_message(&reply)
+            .filter(|e| matches!(e.code.as_str(), "unknown_protocol" | "forbidden"))
+        {
+            let n = match self.negotiate(url, &protocol.text, |_| {}).await {
+                Ok(n) => n,
+                Err(_) if refused.code == "forbidden" => {
+                    return Err(RequesterError::Peer {
+                        code: refused.code,
+                        message: refused.message,
+                    });
+                }
+                Err(e) => return Err(RequesterError::Renegotiation(Box::new(e))),
+            };
             if let Outcome::Rejected { code, reason } = &n.outcome {
                 return Err(RequesterError::Rejected {
                     hash: hash.to_string(),

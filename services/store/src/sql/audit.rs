@@ -34,6 +34,24 @@ pub(super) async fn append(store: &SqlStore, events: &[NewAuditEvent]) -> Result
     Ok(())
 }
 
+/// The oldest events before `before`, at most `limit`, in one statement (an index on `at`
+/// finds them).
+pub(super) async fn expire(
+    store: &SqlStore,
+    before: chrono::DateTime<chrono::Utc>,
+    limit: u32,
+) -> Result<u64, SqlError> {
+    let done = sqlx::query(
+        "DELETE FROM audit_events WHERE id IN \
+         (SELECT id FROM audit_events WHERE at < $1 ORDER BY at, id LIMIT $2)",
+    )
+    .bind(before.trunc_subsecs(6))
+    .bind(page_limit(limit))
+    .execute(&store.pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// One statement holding a condition per filter set, so each backend can use the index of the
 /// filter it finds most selective (a `$n IS NULL OR column = $n` form would hide it).
 pub(super) async fn list(

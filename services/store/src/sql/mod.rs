@@ -632,6 +632,16 @@ impl crate::Store for SqlStore {
         traced(self, span!("store.revoke_peer"), peers::revoke(self, id)).await
     }
 
+    async fn expire_audit(&self, before: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        rules::past("audit cut-off", before)?;
+        traced(
+            self,
+            span!("store.expire_audit"),
+            audit::expire(self, before, limit),
+        )
+        .await
+    }
+
     async fn list_audit(&self, filter: AuditFilter) -> Result<Vec<AuditEvent>, StoreError> {
         let words = [
             &filter.peer,

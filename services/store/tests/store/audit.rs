@@ -1,6 +1,6 @@
 //! The audit log on both backends: batches written whole or not at all, read back newest first
 //! through every filter, refused when an event cannot be right, and kept when the conversation
-//! it happened in expires and across a reconnect.
+//! it happened in expires and across a reconnect, and deleted by their retention, oldest first.
 //!
 //! PostgreSQL is required: with no server the PostgreSQL test fails and says how to start one.
 
@@ -44,6 +44,41 @@ async fn audit(url: &str) {
         .expect("reconnect");
     let all = again.list_audit(everything()).await.expect("list");
     assert_eq!(all.len(), written.len() + 1, "kept across a reconnect");
+    retention(again.as_ref(), all.len()).await;
+}
+
+/// Retention deletes the oldest events first, in bounded batches, and never the future's.
+async fn retention(store: &dyn Store, total: usize) {
+    let future = store.expire_audit(Utc::now() + Duration::days(1), 10).await;
+    assert!(matches!(future, Err(StoreError::Invalid(_))), "{future:?}");
+    let before = store.list_audit(everything()).await.expect("list");
+    let oldest_two: Vec<i64> = before.iter().rev().take(2).map(|e| e.id).collect();
+    let removed = store.expire_audit(Utc::now(), 2).await.expect("expire");
+    assert_eq!(removed, 2);
+    let after = store.list_audit(everything()).await.expect("list");
+    assert_eq!(after.len(), total - 2);
+    assert!(
+        after.iter().all(|e| !oldest_two.contains(&e.id)),
+        "the oldest went first"
+    );
+    let cut = after.iter().map(|e| e.at).min().expect("events left");
+    assert_eq!(
+        store.expire_audit(cut, 100).await.expect("expire"),
+        0,
+        "none before the oldest"
+    );
+    let rest = store
+        .expire_audit(Utc::now(), MAX_PAGE)
+        .await
+        .expect("expire");
+    assert_eq!(rest, (total - 2) as u64);
+    assert!(
+        store
+            .list_audit(everything())
+            .await
+            .expect("list")
+            .is_empty()
+    );
 }
 
 fn everything() -> AuditFilter {
