@@ -131,7 +131,9 @@ async fn discovery_leads_to_the_json_rpc_end_point() {
 #[tokio::test]
 async fn parley_drafts_then_calls_over_nlip_then_selects_at_zero_rtt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let mut settings = test_settings(dir.path());
+    settings.negotiation.agreement_valid_for_s = 120;
+    let app = TestApp::spawn(&settings).await;
     let local = tempfile::tempdir().expect("tempdir");
     let requester = rpc_requester(local.path()).await;
     let text = product_protocol();
@@ -171,6 +173,15 @@ async fn parley_drafts_then_calls_over_nlip_then_selects_at_zero_rtt() {
         valid_until: result["validUntil"].as_str().expect("validUntil"),
     });
     assert_eq!(result["negotiationDigest"], digest);
+    // Valid for what `negotiation.agreement_valid_for_s` says.
+    let valid_until =
+        chrono::DateTime::parse_from_rfc3339(result["validUntil"].as_str().expect("validUntil"))
+            .expect("RFC 3339");
+    let left = valid_until.signed_duration_since(chrono::Utc::now());
+    assert!(
+        (60..=120).contains(&left.num_seconds()),
+        "validUntil {valid_until} is {left} away"
+    );
 
     // The application call goes over NLIP with the protocol token.
     let called = requester

@@ -741,3 +741,75 @@ async fn a_document_with_example_messages_is_agreed_and_the_provider_says_what_i
     );
     provider.stop().await;
 }
+
+/// One test case of the product protocol for `product`, whose lookup finds nothing, expecting
+/// the status `code`.
+fn unknown_product_case(product: &str, code: u16) -> Value {
+    json!({
+        "name": format!("{product} answers {code}"),
+        "request": {"messageId": "own-1", "type": "REQUEST", "action": "getProductInfo",
+                    "productId": product},
+        "expectedResponse": {"messageId": "own-1", "type": "RESPONSE", "status": {"code": code}},
+        "fixtures": {"getProductInfo": [{"args": {"productId": product}, "result": null}]}
+    })
+}
+
+#[tokio::test]
+async fn a_requesters_own_test_cases_are_run_by_the_provider_and_a_failing_handler_is_not_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let cases = |code| {
+        let cases = json!([unknown_product_case("P99999", code)]);
+        format!("# Test Cases\n\n```json\n{cases:#}\n```\n")
+    };
+
+    // Cases the handler passes: agreed, and the transcript shows them accepted.
+    let local = tempfile::tempdir().expect("tempdir");
+    let mut requester = new_requester(local.path()).await;
+    requester.test_cases = Some(cases(404));
+    let agreed = requester
+        .negotiate(&app.url(), &product_protocol(), |_| {})
+        .await
+        .expect("negotiated");
+    assert_eq!(agreed.outcome, Outcome::Agreed, "{:#?}", agreed.transcript);
+    let test_cases: Vec<&Value> = agreed
+        .transcript
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| v["action"] == "testCasesNegotiation")
+        .collect();
+    assert_eq!(
+        test_cases.len(),
+        2,
+        "proposed, then accepted: {test_cases:#?}"
+    );
+    assert_eq!(test_cases[0]["status"], "negotiating");
+    assert_eq!(test_cases[1]["status"], "accepted");
+
+    // Cases the handler fails: the provider says why, and the requester keeps no agreement.
+    let other = tempfile::tempdir().expect("tempdir");
+    let mut strict = new_requester(other.path()).await;
+    strict.test_cases = Some(cases(200));
+    let refused = strict
+        .negotiate(&app.url(), &product_protocol(), |_| {})
+        .await
+        .expect("negotiated");
+    match &refused.outcome {
+        Outcome::Rejected { code, reason } => {
+            assert_eq!(code, "test_cases_failed");
+            assert!(
+                reason.contains("P99999") || reason.contains("200"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}: {:#?}", refused.transcript),
+    }
+    let hash = ProtocolHash::of(&product_protocol()).to_string();
+    let kept = strict
+        .store
+        .agreements_for_protocol(&hash)
+        .await
+        .expect("query");
+    assert!(kept.is_empty(), "{kept:?}");
+    app.stop().await;
+}

@@ -255,3 +255,39 @@ impl Anp {
         }
     }
 }
+
+#[tokio::test]
+async fn the_json_rpc_end_point_says_when_to_retry_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    settings.limits.rate_limit_per_second = 1;
+    settings.limits.rate_limit_burst = 1;
+    let app = TestApp::spawn(&settings).await;
+    let client = reqwest::Client::new();
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "anp.get_capabilities"});
+    let first = client
+        .post(app.http("/anp/rpc"))
+        .json(&call)
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(first.status().as_u16(), 200);
+    let second = client
+        .post(app.http("/anp/rpc"))
+        .json(&call)
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(second.status().as_u16(), 429);
+    assert_eq!(
+        second
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let body: serde_json::Value = second.json().await.expect("JSON-RPC");
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert!(body["error"]["code"].is_i64(), "{body}");
+    app.stop().await;
+}

@@ -220,6 +220,11 @@ pub struct NegotiateArgs {
     /// Proposals before giving up.
     #[arg(long, default_value_t = 10)]
     pub max_rounds: u32,
+    /// Test cases of this agent's own (a protocol document's `# Test Cases` section, or the
+    /// section alone), proposed once the protocol is agreed (testCasesNegotiation): the
+    /// provider's handler must pass them, or the agreement is not kept.
+    #[arg(long, value_name = "FILE")]
+    pub test_cases: Option<PathBuf>,
     #[command(flatten)]
     pub wire: WireArgs,
     #[command(flatten)]

@@ -48,13 +48,32 @@ async fn protocol_text(args: &NegotiateArgs) -> Result<String, CliError> {
         .map_err(CliError::Draft)
 }
 
+/// The test cases in `path`, checked to hold at least one before anything is sent.
+fn own_test_cases(path: &PathBuf) -> Result<String, CliError> {
+    let text = read(path)?;
+    match parley_anp::parse_test_cases(&text) {
+        Ok(cases) if !cases.is_empty() => Ok(text),
+        Ok(_) => Err(CliError::Usage(format!(
+            "--test-cases: {} holds no test case (a JSON array of cases with `request` and \
+             `expectedResponse`, alone or under a `# Test Cases` heading)",
+            path.display()
+        ))),
+        Err(e) => Err(CliError::Usage(format!(
+            "--test-cases: {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError> {
     let text = protocol_text(&args).await?;
+    let test_cases = args.test_cases.as_ref().map(own_test_cases).transpose()?;
     let requester = Requester {
         max_rounds: args.max_rounds,
         wire: args.wire.wire(),
         tls: args.tls.client_tls()?,
         token: args.token.bearer()?,
+        test_cases,
         ..Requester::new(args.store.open().await?)
     };
     let result = match requester.negotiate(&args.url, &text, progress).await {

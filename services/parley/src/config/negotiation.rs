@@ -31,6 +31,9 @@ pub struct NegotiationLimits {
     /// How many of the protocol hashes a `sourceHello` offers are looked up (the first ones);
     /// the rest are ignored, so a hello costs at most this many lookups.
     pub max_hello_hashes: usize,
+    /// Seconds an agreement reached over ANP 1.2's `anp.negotiate` is announced valid for (its
+    /// `validUntil`); a caller re-confirms after it with a structured selection.
+    pub agreement_valid_for_s: u64,
 }
 
 impl Default for NegotiationLimits {
@@ -46,6 +49,7 @@ impl Default for NegotiationLimits {
             max_schema_patterns: doc.max_schema_patterns,
             max_test_cases: doc.max_test_cases,
             max_hello_hashes: 64,
+            agreement_valid_for_s: 3_600,
         }
     }
 }
@@ -61,9 +65,21 @@ impl NegotiationLimits {
         }
     }
 
+    /// How long an `anp.negotiate` agreement is announced valid for.
+    pub fn agreement_valid_for(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.agreement_valid_for_s)
+    }
+
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.max_rounds == 0 {
             return Err(invalid("negotiation.max_rounds", "must be at least 1"));
+        }
+        // Beyond a year, `validUntil` promises more than an agent can keep.
+        if !(1..=31_536_000).contains(&self.agreement_valid_for_s) {
+            return Err(invalid(
+                "negotiation.agreement_valid_for_s",
+                "must be 1 to 31536000 (a year)",
+            ));
         }
         // A protocol needs a few hundred bytes and two schemas of a few values each.
         let at_least = [

@@ -146,6 +146,11 @@ pub struct Requester {
     pub tls: crate::tls::ClientTls,
     /// The credential it presents to providers (`Authorization: Bearer`), if any.
     pub token: Option<crate::client::BearerToken>,
+    /// Test cases of its own (the protocol document's `Test Cases` form), proposed with
+    /// `testCasesNegotiation` once a protocol is agreed and both sides generated their code: the
+    /// provider runs them against its handler, and an agreement whose handler fails them is
+    /// not kept (`Outcome::Rejected`, `test_cases_failed`). Not sent at 0-RTT.
+    pub test_cases: Option<String>,
 }
 
 /// Which framing of the meta-protocol a requester speaks.
@@ -182,6 +187,10 @@ struct Run<'a, C, P> {
     doc: &'a ProtocolDoc,
     peer: &'a str,
     progress: P,
+    /// Our test cases, until proposed.
+    cases: Option<String>,
+    /// The agreed protocol, while our test cases are with the provider.
+    testing: Option<ProtocolHash>,
 }
 
 impl Next {
@@ -265,6 +274,22 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 self.outbox.push(m);
                 Next::Peer
             }
+            Step::TestCasesAgreed { send: None, .. } if self.testing.is_some() => {
+                let hash = self.testing.take().unwrap_or_else(|| self.doc.hash());
+                self.requester.agree(self.peer, &hash).await?;
+                Next::Done(hash, Outcome::Agreed)
+            }
+            Step::TestCasesRejected { reason } if self.testing.is_some() => {
+                let hash = self.testing.take().unwrap_or_else(|| self.doc.hash());
+                let reason = reason.unwrap_or_else(|| {
+                    "the provider's handler does not pass our test cases".to_owned()
+                });
+                let outcome = Outcome::Rejected {
+                    code: "test_cases_failed".to_owned(),
+                    reason,
+                };
+                Next::Done(hash, outcome)
+            }
             Step::Wait
             | Step::TestCasesRejected { .. }
             | Step::FixDeclined { .. }
@@ -285,6 +310,11 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             }
             Step::Ready { hash, send } => {
                 self.outbox.extend(send);
+                if let Some(cases) = self.cases.take() {
+                    self.report("agreed; proposing our test cases");
+                    self.testing = Some(hash);
+                    return Ok(Next::step(self.session.propose_test_cases(cases)));
+                }
                 if !self.outbox.is_empty() {
                     let out = std::mem::take(&mut self.outbox);
                     self.channel.notify("Code generated.", &out).await?;
@@ -335,6 +365,7 @@ impl Requester {
             wire: Wire::Nlip,
             tls: crate::tls::ClientTls::default(),
             token: None,
+            test_cases: None,
         }
     }
 
@@ -403,7 +434,10 @@ impl Requester {
             stage: "hello",
             round: 0,
         });
-        let selected = hello(&mut channel, hash, capabilities).await?;
+        // With test cases of its own to run, the requester offers no hash for 0-RTT: the
+        // protocol is negotiated, so that the provider's handler meets them.
+        let offered = self.test_cases.is_none().then_some(hash);
+        let selected = hello(&mut channel, offered, capabilities).await?;
         self.store.put_protocol(text).await?;
         if selected == Some(hash) {
             self.agree(peer, &hash).await?;
@@ -425,6 +459,8 @@ impl Requester {
             doc: &doc,
             peer,
             progress,
+            cases: self.test_cases.clone(),
+            testing: None,
         };
         let outcome = run.run(text).await?;
         let (session, channel) = (run.session, run.channel);
@@ -595,10 +631,10 @@ impl Requester {
 /// the meta-protocol.
 async fn hello<C: MetaChannel>(
     channel: &mut Recorded<'_, C>,
-    hash: ProtocolHash,
+    hash: Option<ProtocolHash>,
     capabilities: &[String],
 ) -> Result<Option<ProtocolHash>, RequesterError> {
-    let mut info = MetaProtocolInfo::parley([hash]);
+    let mut info = MetaProtocolInfo::parley(hash);
     info.supported_capabilities = capabilities.to_vec();
     let hello = MetaMessage::source_hello(info);
     let answer = match channel

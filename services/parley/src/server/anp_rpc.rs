@@ -24,7 +24,7 @@ use super::AppState;
 use super::http::read_body_within;
 use crate::error::ApiError;
 use crate::negotiation::jsonrpc::describe::{agent_description, discovery_page};
-use crate::negotiation::jsonrpc::{DEFAULT_VALID_FOR, Endpoint, Urls, refusal, request_id};
+use crate::negotiation::jsonrpc::{Endpoint, Urls, refusal, request_id};
 
 /// `POST /anp/rpc`.
 pub(super) async fn rpc(
@@ -32,7 +32,17 @@ pub(super) async fn rpc(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
 ) -> Response {
-    let refuse = |id: &Value, e: ApiError| (e.status(), Json(refusal(id, &e))).into_response();
+    let refuse = |id: &Value, e: ApiError| {
+        let mut response = (e.status(), Json(refusal(id, &e))).into_response();
+        if let Some(wait) = e.retry_after() {
+            let seconds = crate::throttle::whole_seconds(wait);
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        response
+    };
     let _address = match state.admission.admit(peer) {
         Ok(guard) => guard,
         Err(e) => return refuse(&Value::Null, e),
@@ -61,7 +71,7 @@ pub(super) async fn rpc(
         agent: state.agent.clone(),
         caller: caller.clone(),
         urls,
-        valid_for: DEFAULT_VALID_FOR,
+        valid_for: state.agent.provider().limits().agreement_valid_for(),
         max_request_bytes: limits.max_message_bytes,
     };
     let within = Duration::from_millis(limits.request_timeout_ms);

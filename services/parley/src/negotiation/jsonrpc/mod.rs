@@ -50,10 +50,6 @@ use crate::agent::Agent;
 use crate::error::ApiError;
 use crate::peer::Caller;
 
-/// How long an agreement's selection is valid (`validUntil`) when nothing else is configured:
-/// an hour. A caller re-confirms after it with a structured selection, one round trip.
-pub const DEFAULT_VALID_FOR: Duration = Duration::from_secs(3600);
-
 /// The JSON-RPC end-point as one request from `peer` sees it.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
@@ -62,7 +58,7 @@ pub struct Endpoint {
     pub caller: Caller,
     /// Where this agent's end-points are, as the peer reached it.
     pub urls: Urls,
-    /// What `validUntil` adds to the time of an answer.
+    /// What `validUntil` adds to the time of an answer (`negotiation.agreement_valid_for_s`).
     pub valid_for: Duration,
     /// `limits.max_message_bytes`, which bounds a request's body (announced in
     /// `anp.get_capabilities`).

@@ -102,6 +102,11 @@ impl Provider {
     }
 
     /// Who the server's peers are and what they may do.
+    /// The `[negotiation]` settings it negotiates by.
+    pub fn limits(&self) -> &NegotiationLimits {
+        &self.limits
+    }
+
     pub fn access(&self) -> &Arc<Access> {
         &self.access
     }
