@@ -6,8 +6,10 @@
 //!   a required identifying input nothing feeds (a field of a fitting type whose name says it
 //!   identifies something: `…Id`, `sku`, `…Code`, `…Number`; the required one when several
 //!   could) is renamed, in the request, the response and the test cases;
-//! - [`counter_proposal`]: each remaining gap closed (inputs added or made required, fields
-//!   nothing fills removed, a field for the capability's result added).
+//! - [`counter_proposal`]: each remaining gap closed (inputs added or made required, a response
+//!   field named after the capability's output without its entity renamed — `name` for
+//!   `productName` of `getProductInfo` —, other fields nothing fills removed, a field for the
+//!   capability's result added).
 //!
 //! Both give the document's [`DocParts`], which Parley writes in its normalised form (JSON
 //! Schemas and machine-checkable test cases, see [`crate::draft::render`]).
@@ -17,7 +19,7 @@ use parley_mapping::Mapping;
 use serde_json::{Map, Value};
 
 use crate::draft::{DEFAULT_ERROR_HANDLING, DocParts};
-use crate::planner::{CaseStyle, DeclaredCapability, Gap, key, segments, words};
+use crate::planner::{CaseStyle, DeclaredCapability, Gap, entity_words, key, segments, words};
 use crate::schema::{allowed_values, properties, required, types_fit};
 
 /// `doc` as parts, ready to be written in the normalised form: its sections' prose (or Parley's
@@ -259,6 +261,8 @@ struct Rewrite {
     new_required_request: Vec<String>,
     /// Response fields that were removed.
     removed_response: Vec<String>,
+    /// Response fields renamed after the capability's output: (path, new name).
+    renamed_response: Vec<(String, String)>,
 }
 
 impl Rewrite {
@@ -279,6 +283,7 @@ impl Rewrite {
             summary: Vec::new(),
             new_required_request: Vec::new(),
             removed_response: Vec::new(),
+            renamed_response: Vec::new(),
         }
     }
 
@@ -315,6 +320,25 @@ impl Rewrite {
                 ));
             }
             Gap::UnservedResponse { field } | Gap::UnservedOptional { field } => {
+                // A near miss (`name` where the capability says `productName`): renamed.
+                if let Some(output) = entity_named(&self.response, field, cap) {
+                    if let Some((parent, last)) = parent_schema(&mut self.response, field)
+                        && let Some(Value::Object(props)) = parent.get_mut("properties")
+                    {
+                        rename_key(props, &last, &output);
+                        if let Some(Value::Array(required)) = parent.get_mut("required") {
+                            for r in required.iter_mut().filter(|r| *r == last.as_str()) {
+                                *r = Value::String(output.clone());
+                            }
+                        }
+                    }
+                    self.renamed_response.push((field.clone(), output.clone()));
+                    self.summary.push(format!(
+                        "- Response: `{field}` renamed `{output}`, the field of `{}`'s result.",
+                        cap.name
+                    ));
+                    return;
+                }
                 remove_property(&mut self.response, field);
                 self.removed_response.push(field.clone());
                 self.summary.push(format!(
@@ -358,6 +382,13 @@ impl Rewrite {
             for f in &self.removed_response {
                 remove_field(&mut case.expected_response, f);
             }
+            for (f, output) in &self.renamed_response {
+                if let Some((parent, last)) = parent_message(&mut case.expected_response, f)
+                    && let Some(obj) = parent.as_object_mut()
+                {
+                    rename_key(obj, &last, output);
+                }
+            }
             test_cases.push(case);
         }
         test_cases
@@ -388,22 +419,35 @@ fn add_required(schema: &mut Value, name: &str) {
     }
 }
 
-/// Removes field `name` (a plain name, or a path to a field inside objects) from a schema.
-fn remove_property(schema: &mut Value, name: &str) {
+/// The object schema holding field `name` (a plain name, or a path to a field inside
+/// objects), and the field's own name.
+fn parent_schema<'a>(schema: &'a mut Value, name: &str) -> Option<(&'a mut Value, String)> {
     let mut path = segments(name);
-    let Some(last) = path.pop() else {
-        return;
-    };
+    let last = path.pop()?;
     let mut object = schema;
     for segment in &path {
-        match object
-            .get_mut("properties")
-            .and_then(|p| p.get_mut(segment.as_str()))
-        {
-            Some(inner) => object = inner,
-            None => return,
-        }
+        object = object.get_mut("properties")?.get_mut(segment.as_str())?;
     }
+    Some((object, last))
+}
+
+/// The object holding field `name` (a plain name or a path) in a message, and the field's
+/// own name.
+fn parent_message<'a>(message: &'a mut Value, name: &str) -> Option<(&'a mut Value, String)> {
+    let mut path = segments(name);
+    let last = path.pop()?;
+    let mut object = message;
+    for segment in &path {
+        object = object.get_mut(segment.as_str())?;
+    }
+    Some((object, last))
+}
+
+/// Removes field `name` (a plain name, or a path to a field inside objects) from a schema.
+fn remove_property(schema: &mut Value, name: &str) {
+    let Some((object, last)) = parent_schema(schema, name) else {
+        return;
+    };
     if let Some(p) = object.get_mut("properties").and_then(Value::as_object_mut) {
         p.shift_remove(&last);
     }
@@ -414,18 +458,29 @@ fn remove_property(schema: &mut Value, name: &str) {
 
 /// Removes field `name` (a plain name or a path) from a message.
 fn remove_field(message: &mut Value, name: &str) {
-    let mut path = segments(name);
-    let Some(last) = path.pop() else {
-        return;
-    };
-    let mut object = message;
-    for segment in &path {
-        match object.get_mut(segment.as_str()) {
-            Some(inner) => object = inner,
-            None => return,
-        }
-    }
-    if let Some(obj) = object.as_object_mut() {
+    if let Some((object, last)) = parent_message(message, name)
+        && let Some(obj) = object.as_object_mut()
+    {
         obj.shift_remove(&last);
     }
+}
+
+/// The capability's output field that response field `field` names without the entity
+/// (`name` for `productName` of `getProductInfo`), when its type fits and the object holding
+/// the field has no field of that name already.
+fn entity_named(response: &Value, field: &str, cap: &DeclaredCapability) -> Option<String> {
+    let mut path = segments(field);
+    let last = path.pop()?;
+    let mut object = response;
+    for segment in &path {
+        object = object.get("properties")?.get(segment.as_str())?;
+    }
+    let schema = object.get("properties")?.get(last.as_str())?;
+    let siblings = properties(object);
+    let wanted = format!("{}{}", entity_words(&cap.name).concat(), key(&last));
+    properties(&cap.output_schema)
+        .into_iter()
+        .find(|(name, out)| key(name) == wanted && types_fit(out, schema))
+        .map(|(name, _)| name)
+        .filter(|name| !siblings.iter().any(|(s, _)| key(s) == key(name)))
 }
