@@ -41,8 +41,8 @@ pub use frame::{Frame, FrameError, ProtocolType};
 pub use hash::{HashParseError, ProtocolHash};
 pub use messages::{MessageError, MetaMessage, MetaProtocolInfo, MetaStatus};
 pub use protocol::{
-    DocLimits, Fixture, Fixtures, MatchMode, ProtocolDoc, ProtocolError, SchemaRole,
-    SchemaViolation, Sections, TestCase, parse_test_cases, parse_test_cases_within,
+    Condition, DocLimits, FieldCheck, Fixture, Fixtures, MatchMode, ProtocolDoc, ProtocolError,
+    SchemaRole, SchemaViolation, Sections, TestCase, parse_test_cases, parse_test_cases_within,
 };
 pub use session::{
     FixVerdict, NegotiationError, ProviderSession, RequesterSession, SessionConfig, Step, Verdict,

@@ -7,7 +7,8 @@
 //! A case passes when the handler returns a response, that response is valid against the
 //! protocol's response schema, and it matches `expectedResponse` under the case's
 //! [`MatchMode`] (subset by default: every field the expectation lists, recursively; see
-//! [`MatchMode`]). Numbers compare by value, so `200` equals `200.0`.
+//! [`MatchMode`]), and its [`FieldCheck`](crate::protocol::FieldCheck)s hold (a field not null,
+//! an array not empty). Numbers compare by value, so `200` equals `200.0`.
 
 use std::fmt::Write as _;
 
@@ -137,6 +138,7 @@ pub fn check_case(
         }
     }
     failures.extend(compare(&case.expected_response, &response, case.match_mode));
+    failures.extend(case.checks.iter().filter_map(|c| c.failure(&response)));
     CaseReport {
         name: case.name.clone(),
         passed: failures.is_empty(),

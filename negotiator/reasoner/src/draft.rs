@@ -28,23 +28,33 @@ fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
 }
 
+/// The test cases as the body of a protocol's `# Test Cases` section (also what a
+/// `testCasesNegotiation` message carries): a line saying how to read them and the cases as a
+/// JSON array.
+pub fn render_test_cases(test_cases: &[TestCase]) -> String {
+    let cases = serde_json::to_value(test_cases).unwrap_or_else(|_| json!([]));
+    format!(
+        "Each case lists a request, the fields its response must contain (`match`: `subset` or \
+         `exact`), under `checks` the fields that must be present, not null or non-empty, and \
+         under `fixtures` the capability results to use instead of real calls.\n\n\
+         ```json\n{}\n```\n",
+        pretty(&cases)
+    )
+}
+
 /// Renders the parts as markdown.
 pub fn render(parts: &DocParts) -> String {
-    let cases = serde_json::to_value(&parts.test_cases).unwrap_or_else(|_| json!([]));
     format!(
         "# Requirements\n\n{}\n\n# Process\n\n{}\n\n# Data Format\n\nRequests and responses are JSON objects (RFC 8259).\n\n\
          ## Request Message\n\nRequest JSON Schema:\n\n```json\n{}\n```\n\n\
          ## Response Message\n\nResponse JSON Schema:\n\n```json\n{}\n```\n\n\
-         # Error Handling\n\n{}\n\n# Test Cases\n\n\
-         Each case lists a request, the fields its response must contain (`match`: `subset` or \
-         `exact`) and, under `fixtures`, the capability results to use instead of real calls.\n\n\
-         ```json\n{}\n```\n",
+         # Error Handling\n\n{}\n\n# Test Cases\n\n{}",
         parts.requirements.trim(),
         parts.process.trim(),
         pretty(&parts.request_schema),
         pretty(&parts.response_schema),
         parts.error_handling.trim(),
-        pretty(&cases),
+        render_test_cases(&parts.test_cases),
     )
 }
 
@@ -209,6 +219,7 @@ fn test_cases(names: &Names, input_schema: &Value) -> Vec<TestCase> {
         ]),
         match_mode: MatchMode::Subset,
         fixtures: Default::default(),
+        checks: Vec::new(),
     });
     let examples: Option<Vec<(String, Value)>> = input_required
         .iter()
@@ -238,13 +249,14 @@ fn test_cases(names: &Names, input_schema: &Value) -> Vec<TestCase> {
             ]),
             match_mode: MatchMode::Subset,
             fixtures: Default::default(),
+            checks: Vec::new(),
         });
     }
     test_cases
 }
 
 /// An example value the schema itself provides: `const`, `examples[0]`, `default`, `enum[0]`.
-fn example_value(schema: &Value) -> Option<Value> {
+pub(crate) fn example_value(schema: &Value) -> Option<Value> {
     schema
         .get("const")
         .cloned()

@@ -6,9 +6,9 @@
 //! | --- | --- | --- |
 //! | requirements | `Requirements`, `Requirement`, `Purpose`, `Goal` | no |
 //! | process | `Process`, `Process Description`, `Interaction Flow`, `Flow`, `Protocol Flow`, `Interaction` | no |
-//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)`, `Request Message Format`, `Response Message Format`, `Message Structure` | **yes** |
+//! | data format | `Data Format`, `Data Format Description`, `Data Formats`, `Message Format(s)`, `Request Message Format`, `Response Message Format`, `Request and Response Format`, `Message Structure(s)`, `Message Examples`, `Examples` | **yes** |
 //! | error handling | `Error Handling`, `Errors`, `Error Codes` | no |
-//! | test cases | `Test Cases`, `Tests`, `Test Case` (without a number) | no |
+//! | test cases | `Test Cases`, `Tests`, `Test Case` (without a number), `Test Scenarios`, `Testing`, `Test Plan` | no |
 //!
 //! The section level is the level of the first recognised section heading; deeper headings (and
 //! headings that are not section names, such as `## Request Message` or `# Test Case 2`) stay
@@ -25,10 +25,12 @@
 //! schema that does not compile is a [`ProtocolError`] naming the role.
 //!
 //! A document may show an example message instead of a schema (AgentConnect's generator writes
-//! `{"messageId": "<16 chars>", …}`): when the section has no schema for a role but exactly one
-//! example JSON object for it (its role decided as above), the schema is derived from the example
-//! (see `derive` for the rules: every shown field required, placeholder strings such as
-//! `"<integer>"` name their type) and [`ProtocolDoc::inferred`] says what was inferred.
+//! `{"messageId": "<16 chars>", …}`): when the section has no schema for a role but example JSON
+//! objects for it (their role decided as above; several examples of one message merge), the
+//! schema is derived from the examples (see `derive` for the rules: every field all examples
+//! show required, placeholder strings such as `"<integer>"` or `"string"` name their type) and
+//! [`ProtocolDoc::inferred`] says what was inferred; what no example settles (a field only ever
+//! `null`) is also in [`ProtocolDoc::unclear`].
 //!
 //! # Test cases
 //! The test cases section holds a JSON array (fenced or bare), or several, of objects:
@@ -56,10 +58,20 @@
 //!   A call is answered by the first entry whose `args` equal the call's arguments exactly; a call
 //!   with no matching entry fails (see [`Fixtures::answer`]).
 //!
+//! - `checks` lists conditions no expected value expresses, each `{"path": <JSON Pointer>,
+//!   "is": "present" | "notNull" | "nonEmpty"}` ([`FieldCheck`]).
+//!
 //! Seed 002's own prose form is read too: under each `Test Case …` heading, the first JSON value
-//! after a line mentioning "request" (or "input") is the request and the first after a line
+//! after a line labelled as the request (a label mentioning "request" or "input", as a line, a
+//! list item or `` Request: `{…}` `` inline) is the request, and the first after a label
 //! mentioning "response", "reply", "expected", "output" or "result" is the expected response
-//! (with `match: subset` and no fixtures).
+//! (with `match: subset` and no fixtures). An expected result in words ("Expected Result: status
+//! code 404, productInfo is null") is read into checkable expectations (see `expect`: status
+//! codes into the response's status field, fields that are null, not null, non-empty or
+//! present). A numbered list item holding an inline JSON request (`` 1. Found: `{…}` returns
+//! 200 and a non-empty products array ``) is a case of its own. A case missing its request or
+//! its expected result, or whose words name nothing checkable, is noted in
+//! [`ProtocolDoc::unclear`] rather than refused.
 //!
 //! # Bounded work
 //! A document read from a peer is parsed with [`ProtocolDoc::parse_within`] and its
@@ -71,6 +83,7 @@
 //! - A `ProtocolDoc` always has compiled request and response schemas.
 
 mod derive;
+mod expect;
 pub mod limits;
 mod schemas;
 mod sections;
@@ -257,6 +270,61 @@ pub struct TestCase {
     pub match_mode: MatchMode,
     #[serde(default, skip_serializing_if = "Fixtures::is_empty")]
     pub fixtures: Fixtures,
+    /// Conditions on response fields that no expected value can express (a field that must not
+    /// be null, an array that must not be empty), checked besides `expectedResponse`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<FieldCheck>,
+}
+
+/// A condition on one field of a response (see [`TestCase::checks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldCheck {
+    /// The field, as a JSON Pointer into the response (`/products`).
+    pub path: String,
+    pub is: Condition,
+}
+
+/// What a [`FieldCheck`] asks of its field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Condition {
+    /// The field is there (any value, `null` included).
+    Present,
+    /// The field is there and not `null`.
+    NotNull,
+    /// The field is a non-empty array, object or string.
+    NonEmpty,
+}
+
+impl FieldCheck {
+    /// Why `response` fails this check, or `None` when it passes.
+    pub fn failure(&self, response: &Value) -> Option<String> {
+        let value = response.pointer(&self.path);
+        let ok = match (self.is, value) {
+            (_, None) => false,
+            (Condition::Present, Some(_)) => true,
+            (Condition::NotNull, Some(v)) => !v.is_null(),
+            (Condition::NonEmpty, Some(v)) => match v {
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                Value::String(s) => !s.is_empty(),
+                _ => false,
+            },
+        };
+        if ok {
+            return None;
+        }
+        let wanted = match self.is {
+            Condition::Present => "present",
+            Condition::NotNull => "not null",
+            Condition::NonEmpty => "non-empty",
+        };
+        Some(match value {
+            None => format!("at {}: missing, expected it {wanted}", self.path),
+            Some(v) => format!("at {}: expected it {wanted}, got {v}", self.path),
+        })
+    }
 }
 
 /// The recognised sections of a document, as raw markdown (heading excluded).
@@ -281,6 +349,7 @@ pub struct ProtocolDoc {
     response_validator: jsonschema::Validator,
     test_cases: Vec<TestCase>,
     inferred: Vec<String>,
+    unclear: Vec<String>,
 }
 
 impl std::fmt::Debug for ProtocolDoc {
@@ -341,10 +410,12 @@ impl ProtocolDoc {
         let (request_schema, response_schema) = (schemas.request, schemas.response);
         let request_validator = compile(SchemaRole::Request, &request_schema)?;
         let response_validator = compile(SchemaRole::Response, &response_schema)?;
-        let test_cases = match bodies.get(&Section::TestCases) {
-            Some(body) => find_test_cases(&body.elements)?,
-            None => Vec::new(),
+        let (test_cases, unread) = match bodies.get(&Section::TestCases) {
+            Some(body) => find_test_cases(&body.elements, &response_schema)?,
+            None => Default::default(),
         };
+        let mut unclear = schemas.unclear;
+        unclear.extend(unread);
         if let Some(limits) = limits {
             limits.check_test_cases(test_cases.len())?;
         }
@@ -359,6 +430,7 @@ impl ProtocolDoc {
             response_validator,
             test_cases,
             inferred: schemas.inferred,
+            unclear,
         })
     }
 
@@ -397,6 +469,14 @@ impl ProtocolDoc {
         &self.inferred
     }
 
+    /// What the reader could not settle, in words: a field only ever shown as `null`, an array
+    /// only ever shown empty, a test case without a request or whose expected result names
+    /// nothing checkable. Empty for a document that leaves nothing open. A provider
+    /// counter-proposes such a document in its normalised form rather than agree to a guess.
+    pub fn unclear(&self) -> &[String] {
+        &self.unclear
+    }
+
     /// The negotiated test cases, in document order (possibly none).
     pub fn test_cases(&self) -> &[TestCase] {
         &self.test_cases
@@ -418,7 +498,7 @@ impl ProtocolDoc {
 pub fn parse_test_cases(text: &str) -> Result<Vec<TestCase>, ProtocolError> {
     let els = elements(text);
     let refs: Vec<&Element> = els.iter().collect();
-    find_test_cases(&refs)
+    find_test_cases(&refs, &Value::Null).map(|(cases, _)| cases)
 }
 
 /// [`parse_test_cases`] for test cases from a peer, within `limits` (their text's length and

@@ -45,6 +45,8 @@ pub(super) struct Schemas {
     pub(super) request: Value,
     pub(super) response: Value,
     pub(super) inferred: Vec<String>,
+    /// What no example settles (also among `inferred`).
+    pub(super) unclear: Vec<String>,
 }
 
 struct Candidate {
@@ -97,13 +99,14 @@ pub(super) fn find_schemas(els: &[&Element]) -> Result<Schemas, ProtocolError> {
     }
     let (request, response) = by_role(schemas);
     let mut inferred = Vec::new();
+    let mut unclear = Vec::new();
     let (example_request, example_response) = by_role(examples);
     let mut pick = |schemas: Vec<Candidate>, examples: Vec<Candidate>, role: SchemaRole| {
-        if schemas.is_empty()
-            && let [example] = &examples[..]
-        {
-            let derived = derive(&role.to_string(), example.line, &example.value);
+        if schemas.is_empty() && !examples.is_empty() {
+            let shown: Vec<(usize, &Value)> = examples.iter().map(|e| (e.line, &e.value)).collect();
+            let derived = derive(&role.to_string(), &shown);
             inferred.extend(derived.notes);
+            unclear.extend(derived.unclear);
             return Ok(derived.schema);
         }
         one(schemas, role)
@@ -114,6 +117,7 @@ pub(super) fn find_schemas(els: &[&Element]) -> Result<Schemas, ProtocolError> {
         request,
         response,
         inferred,
+        unclear,
     })
 }
 

@@ -52,13 +52,28 @@ impl Section {
             | "request format"
             | "response format"
             | "data structures"
-            | "message structure" => Some(Section::DataFormat),
+            | "message structure"
+            | "message structures"
+            | "message definitions"
+            | "message examples"
+            | "example messages"
+            | "examples"
+            | "request and response format"
+            | "request and response formats"
+            | "data format specification"
+            | "message format specification" => Some(Section::DataFormat),
             "error handling" | "errors" | "error codes" | "error handling description" => {
                 Some(Section::ErrorHandling)
             }
-            "test cases" | "tests" | "test case" | "test cases description" => {
-                Some(Section::TestCases)
-            }
+            "test cases"
+            | "tests"
+            | "test case"
+            | "test cases description"
+            | "test scenarios"
+            | "testing"
+            | "example test cases"
+            | "acceptance tests"
+            | "test plan" => Some(Section::TestCases),
             _ => None,
         }
     }

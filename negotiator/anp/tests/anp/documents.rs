@@ -1,6 +1,8 @@
 //! The corpus of protocol documents as other agents write them (`negotiator/tests/documents/`):
-//! each `NAME.md` parses, and yields the schemas, inference notes and number of test cases its
-//! `NAME.expected.json` lists.
+//! each `NAME.md` parses, and yields the schemas, inference notes, unclear points, number of test
+//! cases and (where listed) the test cases themselves that its `NAME.expected.json` lists. The
+//! built-in reasoner's decision on each (`evaluation`) is checked by `parley-reasoner`'s
+//! `corpus` tests.
 
 use std::path::{Path, PathBuf};
 
@@ -45,13 +47,24 @@ fn every_corpus_document_reads_as_expected() {
             "{name}: inferred"
         );
         assert_eq!(
+            json!(doc.unclear()),
+            expected
+                .get("unclear")
+                .cloned()
+                .unwrap_or_else(|| json!([])),
+            "{name}: unclear"
+        );
+        assert_eq!(
             json!(doc.test_cases().len()),
             expected["test_cases"],
             "{name}: test cases"
         );
+        if let Some(cases) = expected.get("cases") {
+            assert_eq!(&json!(doc.test_cases()), cases, "{name}: the cases as read");
+        }
         checked += 1;
     }
-    assert!(checked >= 2, "the corpus has documents ({checked})");
+    assert!(checked >= 8, "the corpus has documents ({checked})");
 }
 
 #[test]
@@ -94,5 +107,45 @@ fn prose_test_cases_read_expected_result_and_output_headings() {
     assert_eq!(
         doc.sections().requirements.as_deref(),
         Some("Current weather for a city.")
+    );
+}
+
+#[test]
+fn prose_expectations_are_checked_by_the_verifier() {
+    use parley_anp::verify::check_case;
+    let text = std::fs::read_to_string(corpus().join("prose-expected-results.md")).expect("doc");
+    let doc = ProtocolDoc::parse(text).expect("parses");
+    let found = &doc.test_cases()[0];
+    let product = json!({"productId": "P12345", "productName": "Laptop", "price": 1299.99});
+    let good = json!({"messageId": "t1", "code": 200, "productInfo": product});
+    assert!(check_case(&doc, found, Ok(good)).passed);
+    // `productInfo is not null` is a check of its own; the schema allows null.
+    let empty = json!({"messageId": "t1", "code": 200, "productInfo": null});
+    let report = check_case(&doc, found, Ok(empty));
+    assert_eq!(
+        report.failures,
+        ["at /productInfo: expected it not null, got null"]
+    );
+    let wrong_code = json!({"messageId": "t1", "code": 404, "productInfo": product});
+    assert_eq!(
+        check_case(&doc, found, Ok(wrong_code)).failures,
+        ["at /code: expected 200, got 404"]
+    );
+}
+
+#[test]
+fn a_non_empty_check_fails_on_an_empty_value() {
+    use parley_anp::verify::check_case;
+    let text = std::fs::read_to_string(corpus().join("alternative-headings.md")).expect("doc");
+    let doc = ProtocolDoc::parse(text).expect("parses");
+    let known = &doc.test_cases()[0];
+    assert_eq!(known.name, "Known product");
+    let empty = json!({"messageId": "n1", "code": 200, "productInfo": {}});
+    let report = check_case(&doc, known, Ok(empty));
+    assert!(!report.passed);
+    assert!(
+        report.failures.iter().any(|f| f.contains("non-empty")),
+        "{:?}",
+        report.failures
     );
 }

@@ -53,10 +53,11 @@ use parley_mapping::{Argument, Mapping, RequestCheck, ResponseField, Source, Sta
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub(crate) use names::entity_words;
 pub use names::{CaseStyle, key, words};
 pub use paths::segments;
 
-use self::names::{entity_words, names_match};
+use self::names::names_match;
 use self::paths::RequestField;
 use self::sources::{reply_source, source_for};
 use crate::schema::{allowed_values, json_types, properties, required, types_fit};

@@ -47,7 +47,7 @@ pub(super) fn names_match(request: &str, input: &str, entity: &[String]) -> bool
 }
 
 /// The capability's object noun: its name without a leading verb and a generic trailing word.
-pub(super) fn entity_words(capability: &str) -> Vec<String> {
+pub(crate) fn entity_words(capability: &str) -> Vec<String> {
     const VERBS: [&str; 10] = [
         "get", "find", "lookup", "look", "fetch", "search", "list", "read", "query", "retrieve",
     ];

@@ -8,7 +8,8 @@
 //! Parley requester drafts) it decides as well as a model would — and its handlers are
 //! generated from a checked mapping instead of being written by a model. A model is worth its
 //! latency and cost only where the built-in reasoner gives up: fields it cannot match by name
-//! or type (`sku` for `productId`, `cost` for `price`), or a rewording it cannot do. So a
+//! or type (`cost` for `price`; a near miss such as `sku` for `productId` it counter-proposes
+//! renamed itself), or a rewording it cannot do. So a
 //! configured key makes negotiation *able* to go further, and never makes the common case
 //! slower or more expensive: the product protocol negotiates with **zero** model calls.
 //!

@@ -8,7 +8,7 @@
 //!
 //! | backend | module | decides with |
 //! | --- | --- | --- |
-//! | [`BuiltinProtocolReasoner`] | `builtin` (+ `counter`) | the [`crate::planner`], [`crate::handler_gen`] and [`crate::draft`]: deterministic, offline |
+//! | [`BuiltinProtocolReasoner`] | `builtin` (+ `counter`, `cases`) | the [`crate::planner`], [`crate::handler_gen`] and [`crate::draft`]: deterministic, offline |
 //! | [`OpenAiProtocolReasoner`] | `openai` | one JSON-mode model request per operation |
 //! | [`HybridProtocolReasoner`] | `hybrid` | the built-in backend first, the model only where it cannot decide |
 //!
@@ -21,6 +21,7 @@
 //!   only declared capabilities.
 
 mod builtin;
+mod cases;
 mod counter;
 mod hybrid;
 mod openai;

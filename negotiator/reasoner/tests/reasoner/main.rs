@@ -1,5 +1,5 @@
 //! The integration tests of `parley-reasoner`, in one test binary: the built-in protocol
-//! reasoner (`builtin_protocol`, `builtin_props`), the OpenAI-compatible and hybrid ones
+//! reasoner (`builtin_protocol`, `builtin_props`, and on the corpus of documents other agents write, `corpus`), the OpenAI-compatible and hybrid ones
 //! (`openai_protocol`), the natural-language backends (`dialogue`), the built-in one reading
 //! simple requests (`understanding`), their spans (`spans`), what their model calls cost
 //! (`usage`) and how peer text reaches a model (`prompt_hygiene`), with the fixtures they share in `support`. Data files live beside this directory, in
@@ -7,6 +7,7 @@
 
 mod builtin_props;
 mod builtin_protocol;
+mod corpus;
 mod dialogue;
 mod openai_protocol;
 mod prompt_hygiene;
