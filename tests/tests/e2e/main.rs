@@ -13,7 +13,8 @@
 //! (`agentconnect`); MCP servers behind Parley (`mcp`); Parley as an MCP server to real MCP
 //! clients (`mcp_server`); the agent as a user and an operator meet
 //! it (`agent`); what model calls cost (`tokens`); TLS on the listeners and in the client
-//! (`tls`); with what they share in `support`.
+//! (`tls`); ANP peers authenticated by DID-WBA signatures (`did_wba`); with what they share in
+//! `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
@@ -29,6 +30,7 @@ mod anp;
 mod anp12;
 mod anp_requester;
 mod bounded_work;
+mod did_wba;
 mod expiry;
 mod faults;
 mod http;

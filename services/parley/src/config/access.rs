@@ -1,5 +1,6 @@
 //! The `[access]` table: what a peer without credentials may do, and the peers file that names
-//! peers with theirs (keys, client certificates) and their grants. Peers made with
+//! peers with theirs (keys, client certificates, DIDs) and their grants, the trusted JWT issuers
+//! (`config::issuers`) and DID-WBA (`config::did_wba`). Peers made with
 //! `parley peers add` live in the store and need no setting.
 
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ pub struct AccessSettings {
     pub peers_file: Option<PathBuf>,
     /// The OAuth 2.0 issuers whose access tokens (JWTs) name peers (`[[access.issuers]]`).
     pub issuers: Vec<super::issuers::IssuerSettings>,
+    /// ANP DID-WBA credentials (`[access.did_wba]`), off by default.
+    pub did_wba: super::did_wba::DidWbaSettings,
 }
 
 impl Default for AccessSettings {
@@ -31,6 +34,7 @@ impl Default for AccessSettings {
             anonymous: Grants::talk_only(),
             peers_file: None,
             issuers: Vec::new(),
+            did_wba: super::did_wba::DidWbaSettings::default(),
         }
     }
 }
@@ -66,6 +70,8 @@ pub struct AccessArgs {
     /// A peers file (TOML): peers, their keys or client certificates, and their grants
     #[arg(long, env = "PARLEY_PEERS_FILE", value_name = "FILE")]
     pub peers_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub did_wba: super::did_wba::DidWbaArgs,
 }
 
 impl AccessArgs {
@@ -77,6 +83,7 @@ impl AccessArgs {
         if self.peers_file.is_some() {
             access.peers_file.clone_from(&self.peers_file);
         }
+        self.did_wba.apply(&mut access.did_wba);
     }
 }
 
@@ -92,7 +99,8 @@ impl AccessSettings {
                 format!("{} is not a readable file", path.display()),
             ));
         }
-        super::issuers::validate(&self.issuers)
+        super::issuers::validate(&self.issuers)?;
+        self.did_wba.validate()
     }
 }
 
