@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod access;
 mod audit;
+pub mod did_wba;
 pub mod issuers;
 mod limits;
 mod listen;

@@ -62,6 +62,7 @@ pub mod audit;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod did_documents;
 pub mod error;
 pub mod expiry;
 pub mod host;

@@ -456,14 +456,31 @@ async fn build_access(
     if let Some(path) = &settings.access.peers_file {
         access = access.with_peers_file(crate::access::peers_file::load(path)?);
     }
+    let client_tls = || {
+        crate::tls::ClientTls::new(&settings.tls.client).map_err(|e| ConfigError::Invalid {
+            setting: "tls.client",
+            message: e.to_string(),
+        })
+    };
     if !settings.access.issuers.is_empty() {
-        let tls =
-            crate::tls::ClientTls::new(&settings.tls.client).map_err(|e| ConfigError::Invalid {
-                setting: "tls.client",
-                message: e.to_string(),
-            })?;
+        let tls = client_tls()?;
         let issuers = crate::issuers::Issuers::load(&settings.access.issuers, &tls).await?;
         access = access.with_issuers(issuers);
+    }
+    let did_wba = &settings.access.did_wba;
+    if did_wba.enabled {
+        let tls = client_tls()?;
+        let invalid = |e: &dyn std::fmt::Display| ConfigError::Invalid {
+            setting: "access.did_wba",
+            message: e.to_string(),
+        };
+        let verifier =
+            parley_auth::did_wba::DidWba::new(&did_wba.verifier()).map_err(|e| invalid(&e))?;
+        let documents =
+            crate::did_documents::DidDocuments::new(did_wba, &tls).map_err(|e| invalid(&e))?;
+        access = access.with_did_wba(crate::access::did_wba::DidWbaAccess::new(
+            verifier, documents,
+        ));
     }
     capabilities.guard_calls(Arc::new(crate::access::CallerGuard));
     Ok(Arc::new(access))

@@ -13,8 +13,8 @@
 //! (`agentconnect`); MCP servers behind Parley (`mcp`); Parley as an MCP server to real MCP
 //! clients (`mcp_server`); the agent as a user and an operator meet
 //! it (`agent`); what model calls cost (`tokens`); TLS on the listeners and in the client
-//! (`tls`); who may do what (`access`) and the NLIP authentication exchange
-//! (`authentication`); with what they share in `support`.
+//! (`tls`); who may do what (`access`), the NLIP authentication exchange (`authentication`) and
+//! ANP peers authenticated by DID-WBA signatures (`did_wba`); with what they share in `support`.
 //!
 //! The modules share one process, and with it one metrics recorder: a counter read from
 //! `/metrics` includes what other tests' servers did, so a test whose servers call a model holds
@@ -31,6 +31,7 @@ mod anp12;
 mod anp_requester;
 mod authentication;
 mod bounded_work;
+mod did_wba;
 mod expiry;
 mod faults;
 mod http;

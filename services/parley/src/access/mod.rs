@@ -4,7 +4,9 @@
 //! store. Every transport hands it what the request presents ([`Access::resolve`]): an
 //! `Authorization: Bearer parley_…` API key (the peers file's entry with that key id, else the
 //! store's peer), or the verified client certificate the listener put in the request's
-//! extensions (the peers file's entry for it), or nothing (anonymous). The answer is a
+//! extensions (the peers file's entry for it), or nothing (anonymous). With `[access.did_wba]`
+//! on, an ANP peer's DID-WBA credential (an HTTP Message Signature, or `Authorization: DIDWba …`)
+//! is checked instead ([`Access::did_wba_request`], see [`did_wba`]). The answer is a
 //! [`Principal`]; with the peer's address it is the [`Caller`] that `Agent::handle` and every
 //! other path checks its [`Action`]s against.
 //!
@@ -19,7 +21,7 @@
 //!   stops within it, while a busy peer costs one lookup a second, not one per request.
 //! - **A certificate without an entry** in the peers file is a named peer (conversations and
 //!   agreements are its own) with the anonymous grants: the operator's CA vouched for the name,
-//!   and nobody granted it more.
+//!   and nobody granted it more. So is a verified DID without an entry naming it.
 //! - **Indirect calls are checked where every call passes**: [`scoped`] puts the caller in a
 //!   task-local for the request's work, and the [`CallerGuard`] installed in
 //!   `Capabilities::invoke` refuses a capability the caller may not use, whoever proposed the
@@ -40,6 +42,7 @@ use parley_store::{Role, Store};
 use crate::error::ApiError;
 use crate::peer::{Caller, PeerIdentity};
 
+pub mod did_wba;
 pub mod peers_file;
 pub mod sessions;
 
@@ -79,6 +82,8 @@ pub enum Scheme {
     ClientCertificate,
     /// An OAuth 2.0 access token (a JWT) from a trusted issuer.
     Jwt,
+    /// An ANP DID-WBA signature by a key of the peer's `did:wba` DID document.
+    DidWba,
 }
 
 /// What an NLIP message's authentication tokens say about its sender (ECMA-430 §6.2.2), for a
@@ -181,6 +186,8 @@ pub struct Access {
     file: PeersFile,
     /// Trusted JWT issuers, when any are configured.
     issuers: Option<Issuers>,
+    /// DID-WBA's verifier and DID documents, when `[access.did_wba]` is on.
+    did_wba: Option<did_wba::DidWbaAccess>,
     /// Store keys by key id, and when they were looked up (`None`: no such key).
     keys: Mutex<HashMap<String, (Instant, Option<KeyPeer>)>>,
     /// (party, protocol hash) pairs known to be the party's own agreement.
@@ -209,6 +216,7 @@ impl Access {
             store,
             file: PeersFile::default(),
             issuers: None,
+            did_wba: None,
             keys: Mutex::default(),
             agreed: Mutex::default(),
             ttl: KEY_TTL,
@@ -232,6 +240,9 @@ impl Access {
         if self.issuers.is_some() {
             schemes.push("oauth-access-token");
         }
+        if self.takes_did_wba() {
+            schemes.push("did-wba");
+        }
         schemes
     }
 
@@ -244,6 +255,12 @@ impl Access {
     /// Takes bearer JWTs from these issuers too.
     pub fn with_issuers(mut self, issuers: Issuers) -> Access {
         self.issuers = (!issuers.is_empty()).then_some(issuers);
+        self
+    }
+
+    /// Takes DID-WBA credentials too.
+    pub fn with_did_wba(mut self, did_wba: did_wba::DidWbaAccess) -> Access {
+        self.did_wba = Some(did_wba);
         self
     }
 
@@ -330,8 +347,8 @@ impl Access {
     /// request whose transport presented no credential. `own` is the subformat of this agent's
     /// own authentication tokens (`authentication_<agent id>`): such a token is a session this
     /// agent opened. Any other authentication token whose content reads as a credential of this
-    /// agent (an API key, or an access token when issuers are configured; `Bearer ` before it
-    /// is allowed) is verified, and a session is opened for it. A credential wins over a
+    /// agent (an API key, an access token when issuers are configured, a legacy DID-WBA
+    /// credential when DID-WBA is on; `Bearer ` before a key or token is allowed) is verified, and a session is opened for it. A credential wins over a
     /// session token in the same message: it is how a peer answers a request for
     /// authentication. Tokens that read as neither are opaque to this agent (ECMA-430 lets
     /// clients carry their own) and leave the sender anonymous; a credential that reads as one
@@ -388,6 +405,9 @@ impl Access {
     /// agent's schemes.
     fn reads_as_credential<'a>(&self, text: &'a str) -> Option<&'a str> {
         let text = text.trim();
+        if self.takes_did_wba() && did_wba::is_legacy(text) {
+            return Some(text);
+        }
         let token = match text.split_once(' ') {
             Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
             _ => text,
@@ -398,7 +418,9 @@ impl Access {
 
     /// Verifies an in-message credential and opens a session for the peer it names.
     async fn open_session(&self, token: &str) -> Result<InBand, ApiError> {
-        let (principal, key_id, until) = if is_jwt(token)
+        let (principal, key_id, until) = if did_wba::is_legacy(token) {
+            (self.did_wba_in_message(token).await?, None, None)
+        } else if is_jwt(token)
             && let Some(issuers) = &self.issuers
         {
             let (principal, expires_at) = self.jwt(issuers, token).await?;
@@ -492,15 +514,27 @@ impl Access {
     }
 
     fn certificate(&self, identity: &PeerIdentity) -> Principal {
-        match self.file.by_certificate(identity.name()) {
+        let entry = self.file.by_certificate(identity.name());
+        self.declared_or_named(entry, identity.name(), Scheme::ClientCertificate)
+    }
+
+    /// The principal of a verified `name` (a certificate's, a DID): its peers-file `entry`'s
+    /// id and grants, else a peer of that name with the anonymous grants.
+    fn declared_or_named(
+        &self,
+        entry: Option<&peers_file::FilePeer>,
+        name: &str,
+        scheme: Scheme,
+    ) -> Principal {
+        match entry {
             Some(peer) => Principal {
                 id: Some(peer.id.clone()),
-                scheme: Scheme::ClientCertificate,
+                scheme,
                 grants: peer.grants.clone(),
             },
             None => Principal {
-                id: Some(identity.name().to_owned()),
-                scheme: Scheme::ClientCertificate,
+                id: Some(name.to_owned()),
+                scheme,
                 grants: self.anonymous.grants.clone(),
             },
         }
@@ -569,11 +603,12 @@ pub async fn scoped<F: Future>(caller: Caller, work: F) -> F::Output {
 }
 
 /// The scheme a presented `Authorization` header names, as the audit log records a failed
-/// one: `bearer`, `other` for any other scheme, `certificate` when there is no header (a
+/// one: `bearer`, `did-wba` (a `DIDWba` header), `other` for any other scheme, `certificate` when there is no header (a
 /// client certificate was what failed).
 pub fn scheme_of(authorization: Option<&HeaderValue>) -> &'static str {
     match authorization.and_then(|h| h.to_str().ok()) {
         Some(h) if h.len() >= 7 && h[..7].eq_ignore_ascii_case("bearer ") => "bearer",
+        Some(h) if did_wba::is_legacy(h) => did_wba::SCHEME,
         Some(_) => "other",
         None => "certificate",
     }

@@ -1,5 +1,6 @@
 //! The peers file: peers the operator declares in a TOML file rather than in the store, each
-//! with what names it (an API key's digest, a client certificate's name, a JWT subject) and what
+//! with what names it (an API key's digest, a client certificate's name, a JWT subject, an ANP
+//! `did:wba` DID) and what
 //! it may do. Read once, at start, and checked whole: a file with one bad entry is refused, with
 //! an error naming the file and the entry.
 //!
@@ -15,6 +16,7 @@
 //! key_file = "/run/secrets/warehouse_key"   # the whole key; only its digest is kept
 //! certificate = "warehouse.example"         # the name its client certificate gives
 //! subject = "https://issuer.example warehouse"
+//! did = "did:wba:warehouse.example:agents:stock"   # its ANP identity (DID-WBA)
 //! talk = true
 //! protocols = "*"
 //! ```
@@ -39,6 +41,7 @@ pub struct PeersFile {
     by_key_id: HashMap<String, usize>,
     by_certificate: HashMap<String, usize>,
     by_subject: HashMap<String, usize>,
+    by_did: HashMap<String, usize>,
 }
 
 /// One declared peer.
@@ -51,6 +54,8 @@ pub struct FilePeer {
     pub certificate: Option<String>,
     /// The JWT subject that names it (its issuer and `sub`, as the server writes them).
     pub subject: Option<String>,
+    /// The `did:wba` DID whose verified DID-WBA signatures name it (ANP peers).
+    pub did: Option<String>,
     pub grants: Grants,
 }
 
@@ -89,6 +94,7 @@ struct PeerSpec {
     key_file: Option<PathBuf>,
     certificate: Option<String>,
     subject: Option<String>,
+    did: Option<String>,
     #[serde(default)]
     negotiate: bool,
     #[serde(default)]
@@ -151,10 +157,16 @@ fn peer(spec: PeerSpec, base: &Path) -> Result<FilePeer, String> {
     for (field, value) in [
         ("certificate", &spec.certificate),
         ("subject", &spec.subject),
+        ("did", &spec.did),
     ] {
         if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
             return Err(format!("{field} must not be empty"));
         }
+    }
+    if let Some(did) = &spec.did
+        && !did.starts_with("did:wba:")
+    {
+        return Err(format!("did: {did:?} is not a did:wba DID"));
     }
     let grants = Grants {
         negotiate: spec.negotiate,
@@ -168,6 +180,7 @@ fn peer(spec: PeerSpec, base: &Path) -> Result<FilePeer, String> {
         key,
         certificate: spec.certificate,
         subject: spec.subject,
+        did: spec.did,
         grants,
     })
 }
@@ -182,7 +195,8 @@ fn key_from_file(path: &Path) -> Result<StoredKey, String> {
 }
 
 impl PeersFile {
-    /// Adds a checked peer; a key id, certificate or subject already another peer's is refused.
+    /// Adds a checked peer; a key id, certificate, subject or DID already another peer's is
+    /// refused.
     fn add(&mut self, peer: FilePeer) -> Result<(), String> {
         let at = self.peers.len();
         let taken = |index: &HashMap<String, usize>, value: &Option<String>| {
@@ -196,6 +210,7 @@ impl PeersFile {
             ("key id", &self.by_key_id, &key_id),
             ("certificate", &self.by_certificate, &peer.certificate),
             ("subject", &self.by_subject, &peer.subject),
+            ("DID", &self.by_did, &peer.did),
         ] {
             if let Some(other) = taken(index, value) {
                 return Err(format!("its {what} is peer {other:?}'s too"));
@@ -205,6 +220,7 @@ impl PeersFile {
             (&mut self.by_key_id, key_id),
             (&mut self.by_certificate, peer.certificate.clone()),
             (&mut self.by_subject, peer.subject.clone()),
+            (&mut self.by_did, peer.did.clone()),
         ] {
             if let Some(value) = value {
                 index.insert(value, at);
@@ -229,6 +245,11 @@ impl PeersFile {
         self.by_subject.get(subject).map(|&i| &self.peers[i])
     }
 
+    /// The peer a verified DID-WBA signature of this DID is.
+    pub fn by_did(&self, did: &str) -> Option<&FilePeer> {
+        self.by_did.get(did).map(|&i| &self.peers[i])
+    }
+
     /// Every peer, in the file's order.
     pub fn peers(&self) -> &[FilePeer] {
         &self.peers
@@ -247,6 +268,8 @@ pub fn entry(peer: &FilePeer) -> String {
         certificate: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         subject: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        did: Option<&'a str>,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         negotiate: bool,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -269,6 +292,7 @@ pub fn entry(peer: &FilePeer) -> String {
             key_digest: peer.key.as_ref().map(ToString::to_string),
             certificate: peer.certificate.as_deref(),
             subject: peer.subject.as_deref(),
+            did: peer.did.as_deref(),
             negotiate: peer.grants.negotiate,
             talk: peer.grants.talk,
             capabilities: &peer.grants.capabilities,
@@ -345,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn peers_are_found_by_key_id_certificate_and_subject() {
+    fn peers_are_found_by_key_id_certificate_subject_and_did() {
         let file = check(&format!(
             r#"
             [[peers]]
@@ -358,6 +382,7 @@ mod tests {
             id = "warehouse"
             certificate = "warehouse.example"
             subject = "https://issuer.example warehouse"
+            did = "did:wba:warehouse.example:agents:stock"
             talk = true
             protocols = "*"
             "#
@@ -380,6 +405,11 @@ mod tests {
             file.by_subject("https://issuer.example warehouse"),
             Some(warehouse)
         );
+        assert_eq!(
+            file.by_did("did:wba:warehouse.example:agents:stock"),
+            Some(warehouse)
+        );
+        assert_eq!(file.by_did("did:wba:warehouse.example"), None);
         assert_eq!(file.by_key_id("ffffffffffffffff"), None);
         assert_eq!(file.by_certificate("billing"), None);
         assert_eq!(file.peers().len(), 2);
@@ -428,6 +458,7 @@ mod tests {
             key: Some(key.stored()),
             certificate: None,
             subject: Some("https://issuer.example billing".into()),
+            did: Some("did:wba:billing.example".into()),
             grants: Grants {
                 negotiate: true,
                 talk: false,
@@ -448,6 +479,7 @@ mod tests {
             key: None,
             certificate: None,
             subject: None,
+            did: None,
             grants: Grants::default(),
         };
         assert_eq!(entry(&bare), "[[peers]]\nid = \"x\"\n");
@@ -476,6 +508,8 @@ mod tests {
             subject.contains("its subject is peer \"a\"'s too"),
             "{subject}"
         );
+        let did = refused(&twice("did", "did:wba:a.example", "did:wba:a.example"));
+        assert!(did.contains("its DID is peer \"a\"'s too"), "{did}");
         let id = refused("[[peers]]\nid = \"a\"\n[[peers]]\nid = \"a\"\n");
         assert!(id.contains("peer \"a\": the id is entry 1's too"), "{id}");
     }
@@ -519,6 +553,10 @@ mod tests {
                 "certificate must not be empty",
             ),
             ("[[peers]]\nid = \"a\"\nnegotiate = \"yes\"", "invalid type"),
+            (
+                "[[peers]]\nid = \"a\"\ndid = \"did:web:a.example\"",
+                "is not a did:wba DID",
+            ),
         ] {
             let message = refused(text);
             assert!(message.contains(expected), "{text:?}: {message}");

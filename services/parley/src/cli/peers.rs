@@ -136,6 +136,7 @@ fn keygen(id: &str, grants: &GrantArgs) -> Result<ExitCode, CliError> {
         key: Some(key.stored()),
         certificate: None,
         subject: None,
+        did: None,
         grants,
     };
     note!("the entry for the peers file (the key's digest only):\n");

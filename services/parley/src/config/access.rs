@@ -1,5 +1,6 @@
 //! The `[access]` table: what a peer without credentials may do, and the peers file that names
-//! peers with theirs (keys, client certificates) and their grants. Peers made with
+//! peers with theirs (keys, client certificates, DIDs) and their grants, the trusted JWT issuers
+//! (`config::issuers`) and DID-WBA (`config::did_wba`). Peers made with
 //! `parley peers add` live in the store and need no setting.
 
 use std::path::PathBuf;
@@ -25,6 +26,8 @@ pub struct AccessSettings {
     pub issuers: Vec<super::issuers::IssuerSettings>,
     /// The sessions of peers that authenticate inside a message (`[access.sessions]`).
     pub sessions: SessionSettings,
+    /// ANP DID-WBA credentials (`[access.did_wba]`), off by default.
+    pub did_wba: super::did_wba::DidWbaSettings,
 }
 
 /// `[access.sessions]`: how long the session opened for a peer that authenticated inside an
@@ -54,6 +57,7 @@ impl Default for AccessSettings {
             peers_file: None,
             issuers: Vec::new(),
             sessions: SessionSettings::default(),
+            did_wba: super::did_wba::DidWbaSettings::default(),
         }
     }
 }
@@ -89,6 +93,8 @@ pub struct AccessArgs {
     /// A peers file (TOML): peers, their keys or client certificates, and their grants
     #[arg(long, env = "PARLEY_PEERS_FILE", value_name = "FILE")]
     pub peers_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub did_wba: super::did_wba::DidWbaArgs,
 }
 
 impl AccessArgs {
@@ -100,6 +106,7 @@ impl AccessArgs {
         if self.peers_file.is_some() {
             access.peers_file.clone_from(&self.peers_file);
         }
+        self.did_wba.apply(&mut access.did_wba);
     }
 }
 
@@ -124,7 +131,8 @@ impl AccessSettings {
         if self.sessions.max == 0 {
             return Err(invalid("access.sessions.max", "must be at least 1"));
         }
-        super::issuers::validate(&self.issuers)
+        super::issuers::validate(&self.issuers)?;
+        self.did_wba.validate()
     }
 }
 

@@ -37,10 +37,7 @@ pub(super) async fn upgrade(
     slot: Option<Extension<ConnectionSlot>>,
     request: Parts,
 ) -> Response {
-    let caller = match state
-        .caller(peer, &request.headers, &request.extensions)
-        .await
-    {
+    let caller = match state.caller(peer, &request, None).await {
         Ok(caller) => caller,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };

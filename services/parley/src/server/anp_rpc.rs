@@ -47,25 +47,32 @@ pub(super) async fn rpc(
         Ok(guard) => guard,
         Err(e) => return refuse(&Value::Null, e),
     };
-    let caller = match state
-        .caller(peer, request.headers(), request.extensions())
-        .await
-    {
-        Ok(caller) => caller,
-        Err(e) => return refuse(&Value::Null, e),
+    let urls = urls_of(&state, &request);
+    let (head, body) = request.into_parts();
+    // A DID-WBA signature may cover the body: that caller is resolved once the body is read.
+    let signs_body = state.signs_body(&head.headers);
+    let early = if signs_body {
+        None
+    } else {
+        match state.caller(peer, &head, None).await {
+            Ok(caller) => Some(caller),
+            Err(e) => return refuse(&Value::Null, e),
+        }
     };
     // `acquire` only fails on a closed semaphore, and nothing closes this one.
     let _permit = state.permits.acquire().await.ok();
-    let urls = urls_of(&state, &request);
     let limits = &state.limits;
-    let body = read_body_within(
-        request.into_body(),
-        limits.max_message_bytes,
-        limits.request_timeout_ms,
-    );
+    let body = read_body_within(body, limits.max_message_bytes, limits.request_timeout_ms);
     let bytes = match body.await {
         Ok(bytes) => bytes,
         Err(e) => return refuse(&Value::Null, e),
+    };
+    let caller = match early {
+        Some(caller) => caller,
+        None => match state.caller(peer, &head, Some(&bytes)).await {
+            Ok(caller) => caller,
+            Err(e) => return refuse(&request_id(&bytes), e),
+        },
     };
     let endpoint = Endpoint {
         agent: state.agent.clone(),
@@ -111,7 +118,7 @@ pub(super) async fn description(State(state): State<AppState>, request: Request)
 
 /// The end-points' URLs as the peer reached this agent: the request's authority (HTTP/2) or
 /// `Host` header, when it is a valid `host[:port]`; the scheme the listener speaks.
-fn urls_of(state: &AppState, request: &Request) -> Urls {
+fn urls_of<B>(state: &AppState, request: &axum::http::Request<B>) -> Urls {
     let host = request
         .uri()
         .authority()

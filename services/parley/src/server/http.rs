@@ -170,7 +170,8 @@ where
 }
 
 /// One NLIP message over HTTP: the panic guard, the address's admission (rate, requests in
-/// flight), the caller's credentials, the concurrency permit, then the exchange.
+/// flight), the caller's credentials, the concurrency permit, then the exchange (a caller
+/// whose DID-WBA signature may cover the body is resolved after the permit, with the body).
 pub(super) async fn nlip_post<B>(
     state: &AppState,
     peer: SocketAddr,
@@ -195,11 +196,18 @@ where
             Ok(guard) => guard,
             Err(e) => return error_response(encoding, e),
         };
-        let caller = state.caller(peer, &parts.headers, &parts.extensions).await;
-        drop(parts);
-        let caller = match caller {
-            Ok(caller) => caller,
-            Err(e) => return error_response(encoding, e),
+        // A DID-WBA signature may cover the body: its caller is resolved once the body is
+        // read (`Err` keeps the head for that). Every other caller is resolved here, and the
+        // head dropped before the body is read.
+        let pending = if state.signs_body(&parts.headers) {
+            Err(parts)
+        } else {
+            let caller = state.caller(peer, &parts, None).await;
+            drop(parts);
+            match caller {
+                Ok(caller) => Ok(caller),
+                Err(e) => return error_response(encoding, e),
+            }
         };
         let _permit = state.permits.acquire().await.ok();
         // The body must arrive within the request timeout.
@@ -208,7 +216,18 @@ where
             state.limits.max_message_bytes,
             state.limits.request_timeout_ms,
         );
-        let request = match body.await.and_then(|b| encoding.decode(&b)) {
+        let bytes = match body.await {
+            Ok(bytes) => bytes,
+            Err(e) => return error_response(encoding, e),
+        };
+        let caller = match pending {
+            Ok(caller) => caller,
+            Err(head) => match state.caller(peer, &head, Some(&bytes)).await {
+                Ok(caller) => caller,
+                Err(e) => return error_response(encoding, e),
+            },
+        };
+        let request = match encoding.decode(&bytes) {
             Ok(m) => m,
             Err(e) => return error_response(encoding, e),
         };

@@ -52,7 +52,7 @@ async fn admitted(
     let (mut parts, body) = request.into_parts();
     // The caller travels to the MCP handler in the request's extensions (rmcp hands it the
     // parts); a wrong credential is refused here, before rmcp reads anything.
-    let caller = match state.caller(peer, &parts.headers, &parts.extensions).await {
+    let caller = match state.caller(peer, &parts, None).await {
         Ok(caller) => caller,
         Err(e) => return error_response(Encoding::Json, e).into_response(),
     };

@@ -110,26 +110,41 @@ impl AppState {
     }
 
     /// Resolves the credentials of a request from `peer` (its `Authorization` header, the
-    /// client certificate the listener put in its extensions) to its [`Caller`].
+    /// client certificate the listener put in its extensions, a DID-WBA signature over its head
+    /// and `body`) to its [`Caller`]. A failure is recorded in the audit log before it returns.
     pub(crate) async fn caller(
         &self,
         peer: SocketAddr,
-        headers: &axum::http::HeaderMap,
-        extensions: &axum::http::Extensions,
+        head: &axum::http::request::Parts,
+        body: Option<&[u8]>,
     ) -> Result<Caller, ApiError> {
-        let authorization = headers.get(axum::http::header::AUTHORIZATION);
-        let identity = extensions.get::<crate::peer::PeerIdentity>();
-        match self.agent.access().resolve(authorization, identity).await {
+        let access = self.agent.access();
+        let authorization = head.headers.get(axum::http::header::AUTHORIZATION);
+        let (resolved, scheme) = if access.presents_did_wba(&head.headers) {
+            let tls = self.tls.is_some();
+            let principal = access.did_wba_request(head, tls, body).await;
+            (principal.map(Arc::new), crate::access::did_wba::SCHEME)
+        } else {
+            let identity = head.extensions.get::<crate::peer::PeerIdentity>();
+            let principal = access.resolve(authorization, identity).await;
+            (principal, crate::access::scheme_of(authorization))
+        };
+        match resolved {
             Ok(principal) => Ok(Caller::new(peer, principal)),
             Err(ApiError::Unauthenticated(reason)) => {
                 let actor = crate::audit::Actor::at(peer);
-                let scheme = crate::access::scheme_of(authorization);
                 let audit = self.agent.audit();
                 audit.authentication_failed(&actor, scheme, &reason).await;
                 Err(ApiError::Unauthenticated(reason))
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether a request's caller is resolved only once its body is read: its DID-WBA
+    /// signature may cover the body (`POST /nlip`, `POST /anp/rpc`).
+    pub(crate) fn signs_body(&self, headers: &axum::http::HeaderMap) -> bool {
+        self.agent.access().did_wba_signs_body(headers)
     }
 
     /// Runs the agent under the request timeout, in an `nlip.request` span (`transport`:

@@ -42,7 +42,7 @@ async fn post_upload(
     request: Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    let permitted = match state.caller(peer, &parts.headers, &parts.extensions).await {
+    let permitted = match state.caller(peer, &parts, None).await {
         Ok(caller) => {
             caller
                 .check(Action::Talk)

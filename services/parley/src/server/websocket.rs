@@ -34,9 +34,7 @@ pub(super) fn route(framing: Framing) -> MethodRouter<AppState> {
               ConnectInfo(peer): ConnectInfo<SocketAddr>,
               slot: Option<Extension<ConnectionSlot>>,
               request: Parts| async move {
-            let caller = state
-                .caller(peer, &request.headers, &request.extensions)
-                .await;
+            let caller = state.caller(peer, &request, None).await;
             match caller {
                 Ok(caller) => upgrade(ws, state, caller, slot, framing),
                 Err(e) => error_response(Encoding::Json, e).into_response(),

@@ -1,0 +1,320 @@
+//! ANP DID-WBA authentication over real sockets: DID documents and keys made at run time with
+//! the `anp` crate and published by a local HTTP server (fetched over plain http, as
+//! `resolve_http_hosts` allows), a Parley server with `[access.did_wba]` and a peers file naming
+//! one DID with the right to negotiate. A signed request is that peer's (on `POST /nlip`, a
+//! WebSocket upgrade and `POST /anp/rpc`), so is a legacy `DIDWba` header; a replay, another
+//! key's signature, an unknown DID and a tampered body are 401 `unauthenticated`, recorded in
+//! the audit log with the scheme `did-wba`; a DID without an entry has the anonymous grants.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use axum::response::IntoResponse as _;
+use parley_auth::did_wba::anp::PrivateKeyMaterial;
+use parley_auth::did_wba::anp::authentication::{
+    DidDocumentOptions, create_did_wba_document, generate_auth_header,
+    generate_http_signature_headers,
+};
+use parley_nlip::{ErrorInfo, Message};
+use parley_store::AuditFilter;
+use parley_tests::{TestApp, test_settings};
+use serde_json::{Value, json};
+
+/// A DID, its document and its key.
+struct Identity {
+    did: String,
+    document: Value,
+    key: PrivateKeyMaterial,
+}
+
+/// Publishes DID documents at the paths their DIDs name; anything else is 404.
+#[derive(Clone, Default)]
+struct DidHost {
+    documents: Arc<RwLock<HashMap<String, Value>>>,
+    port: u16,
+}
+
+impl DidHost {
+    async fn start() -> DidHost {
+        let documents: Arc<RwLock<HashMap<String, Value>>> = Arc::default();
+        let published = Arc::clone(&documents);
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+            let published = Arc::clone(&published);
+            async move {
+                let found = published.read().expect("lock").get(uri.path()).cloned();
+                match found {
+                    Some(document) => axum::Json(document).into_response(),
+                    None => axum::http::StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        DidHost { documents, port }
+    }
+
+    /// A new identity under `/agents/<name>/`, published when `publish`.
+    fn identity(&self, name: &str, publish: bool) -> Identity {
+        let options = DidDocumentOptions {
+            port: Some(self.port),
+            path_segments: vec!["agents".into(), name.into()],
+            ..DidDocumentOptions::default()
+        };
+        let bundle = create_did_wba_document("localhost", options).expect("a DID document");
+        let key =
+            PrivateKeyMaterial::from_pem(&bundle.keys["key-1"].private_key_pem).expect("its key");
+        let did = bundle.did().expect("an id").to_owned();
+        if publish {
+            let path: Vec<&str> = did.split(':').skip(3).collect();
+            let path = format!("/{}/did.json", path.join("/"));
+            let mut documents = self.documents.write().expect("lock");
+            documents.insert(path, bundle.did_document.clone());
+        }
+        Identity {
+            did,
+            document: bundle.did_document,
+            key,
+        }
+    }
+}
+
+/// The headers of an HTTP Message Signature by `key` (as `who`'s document names it) over a
+/// request to `url` with `body`.
+fn signature(
+    who: &Identity,
+    key: &PrivateKeyMaterial,
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+) -> BTreeMap<String, String> {
+    generate_http_signature_headers(
+        &who.document,
+        url,
+        method,
+        key,
+        None,
+        body,
+        Default::default(),
+    )
+    .expect("signed")
+}
+
+/// POSTs `body` to `url` with `headers`: the status, the answer and its NLIP error.
+async fn post(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    body: &[u8],
+) -> (u16, Value, Option<ErrorInfo>) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_vec());
+    for (name, value) in headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let response = request.send().await.expect("an answer");
+    let status = response.status().as_u16();
+    let answer: Value = response.json().await.expect("JSON");
+    let error = parley_nlip::from_json_value(&answer)
+        .ok()
+        .and_then(|m| ErrorInfo::from_message(&m));
+    (status, answer, error)
+}
+
+/// A signed POST of `body` by `who` to `url`.
+async fn signed_post(who: &Identity, url: &str, body: &[u8]) -> (u16, Value, Option<ErrorInfo>) {
+    post(
+        url,
+        &signature(who, &who.key, "POST", url, Some(body)),
+        body,
+    )
+    .await
+}
+
+fn hello() -> Vec<u8> {
+    let hello = parley_anp::MetaMessage::source_hello(parley_anp::MetaProtocolInfo::parley([]));
+    let message = parley::negotiation::nlip::wrap("hello", &[hello]);
+    serde_json::to_vec(&parley_nlip::to_json_value(&message)).expect("JSON")
+}
+
+fn text() -> Vec<u8> {
+    serde_json::to_vec(&parley_nlip::to_json_value(&Message::text(
+        "english", "hello",
+    )))
+    .expect("JSON")
+}
+
+fn assert_unauthenticated(what: &str, (status, answer, error): (u16, Value, Option<ErrorInfo>)) {
+    assert_eq!(status, 401, "{what}: {answer}");
+    assert_eq!(
+        error.expect("an NLIP error").code,
+        "unauthenticated",
+        "{what}"
+    );
+}
+
+#[tokio::test]
+async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refused() {
+    let host = DidHost::start().await;
+    let alice = host.identity("alice", true);
+    let carol = host.identity("carol", true);
+    let mallory = host.identity("mallory", false);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let peers = dir.path().join("peers.toml");
+    std::fs::write(
+        &peers,
+        format!(
+            "[[peers]]\nid = \"alice\"\ndid = \"{}\"\nnegotiate = true\ntalk = true\n",
+            alice.did
+        ),
+    )
+    .expect("peers file");
+    let mut settings = test_settings(dir.path());
+    settings.access = Default::default();
+    settings.access.peers_file = Some(peers);
+    settings.access.did_wba.enabled = true;
+    settings.access.did_wba.allowed_domains = vec!["127.0.0.1".into()];
+    settings.access.did_wba.resolve_http_hosts = vec!["localhost".into()];
+    let app = TestApp::spawn(&settings).await;
+    let url = app.url();
+
+    // Anonymous peers talk only; alice's signature lets her negotiate.
+    let (status, answer, error) = post(&url, &BTreeMap::new(), &hello()).await;
+    assert_eq!(status, 401, "anonymous may not negotiate: {answer}");
+    assert_eq!(
+        error.expect("an NLIP error").code,
+        "authentication_required"
+    );
+    assert!(
+        answer.to_string().contains("did-wba"),
+        "the request for authentication names the scheme: {answer}"
+    );
+    let (status, answer, _) = signed_post(&alice, &url, &hello()).await;
+    assert_eq!(status, 200, "alice may negotiate: {answer}");
+
+    // The legacy header signs the domain.
+    let legacy = generate_auth_header(&alice.document, "127.0.0.1", &alice.key, "1.1")
+        .expect("a legacy header");
+    let header = BTreeMap::from([("authorization".to_owned(), legacy)]);
+    let (status, answer, _) = post(&url, &header, &hello()).await;
+    assert_eq!(status, 200, "the legacy header is alice's too: {answer}");
+    assert_unauthenticated(
+        "a replayed legacy header",
+        post(&url, &header, &hello()).await,
+    );
+
+    // Inside the message (the NLIP authentication exchange): the legacy credential in an
+    // authentication token opens a session of alice's; a replay of it is refused.
+    let legacy = generate_auth_header(&alice.document, "127.0.0.1", &alice.key, "1.1")
+        .expect("a legacy header");
+    let hello_with = |credential: &str| {
+        let hello = parley_anp::MetaMessage::source_hello(parley_anp::MetaProtocolInfo::parley([]));
+        let message = parley::negotiation::nlip::wrap("hello", &[hello]).with_submessage(
+            parley_nlip::Submessage::new(parley_nlip::Format::Token, "authentication", credential),
+        );
+        serde_json::to_vec(&parley_nlip::to_json_value(&message)).expect("JSON")
+    };
+    let (status, answer, _) = post(&url, &BTreeMap::new(), &hello_with(&legacy)).await;
+    assert_eq!(status, 200, "alice, inside the message: {answer}");
+    assert!(
+        answer.to_string().contains("authentication_parley"),
+        "a session token of the agent's own: {answer}"
+    );
+    assert_unauthenticated(
+        "a replayed credential inside the message",
+        post(&url, &BTreeMap::new(), &hello_with(&legacy)).await,
+    );
+
+    // A replay, another key, an unknown DID, a tampered body.
+    let body = hello();
+    let signed = signature(&alice, &alice.key, "POST", &url, Some(&body));
+    assert_eq!(post(&url, &signed, &body).await.0, 200);
+    assert_unauthenticated("a replay", post(&url, &signed, &body).await);
+    let forged = signature(&alice, &carol.key, "POST", &url, Some(&body));
+    assert_unauthenticated("another key", post(&url, &forged, &body).await);
+    assert_unauthenticated("an unknown DID", signed_post(&mallory, &url, &body).await);
+    let tampered = signature(&alice, &alice.key, "POST", &url, Some(&text()));
+    assert_unauthenticated("a tampered body", post(&url, &tampered, &body).await);
+
+    // A DID without an entry is a named peer with the anonymous grants.
+    let (status, answer, _) = signed_post(&carol, &url, &text()).await;
+    assert_eq!(status, 200, "carol may talk: {answer}");
+    let (status, answer, error) = signed_post(&carol, &url, &hello()).await;
+    assert_eq!(status, 403, "carol may not negotiate: {answer}");
+    assert_eq!(error.expect("an NLIP error").code, "forbidden");
+
+    // A WebSocket upgrade is signed as a GET of its http URL; a replay is refused before it.
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+        let ws_url = app.http("/nlip/ws");
+        let headers = signature(&alice, &alice.key, "GET", &ws_url, None);
+        let upgrade = || {
+            let mut request = app.ws("/nlip/ws").into_client_request().expect("a request");
+            for (name, value) in &headers {
+                let name = axum::http::HeaderName::from_bytes(name.as_bytes()).expect("a name");
+                request
+                    .headers_mut()
+                    .insert(name, value.parse().expect("a value"));
+            }
+            request
+        };
+        let (socket, _) = tokio_tungstenite::connect_async(upgrade())
+            .await
+            .expect("upgraded");
+        drop(socket);
+        match tokio_tungstenite::connect_async(upgrade()).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                assert_eq!(response.status().as_u16(), 401)
+            }
+            other => panic!("a replayed upgrade: {:?}", other.map(|_| ())),
+        }
+    }
+
+    // `POST /anp/rpc` checks the body the signature covers.
+    let rpc = app.http("/anp/rpc");
+    let call = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "anp.unknown"}))
+        .expect("JSON");
+    let (status, answer, _) = signed_post(&alice, &rpc, &call).await;
+    assert_eq!(status, 200, "{answer}");
+    let other = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 2, "method": "anp.unknown"}))
+        .expect("JSON");
+    let tampered = signature(&alice, &alice.key, "POST", &rpc, Some(&call));
+    let (status, answer, _) = post(&rpc, &tampered, &other).await;
+    assert_eq!(status, 401, "{answer}");
+
+    // Every refusal is in the audit log, as a failed `did-wba` authentication.
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the store");
+    let failed = store
+        .list_audit(AuditFilter {
+            action: Some("authenticate".into()),
+            limit: parley_store::MAX_PAGE,
+            ..AuditFilter::default()
+        })
+        .await
+        .expect("the audit log");
+    assert!(failed.len() >= 7, "{failed:?}");
+    for event in &failed {
+        // A credential carried inside a message fails as the in-message scheme.
+        assert!(
+            matches!(event.subject.as_str(), "did-wba" | "nlip-token") && event.outcome == "failed",
+            "{event:?}"
+        );
+    }
+    let replay = |e: &&parley_store::AuditEvent| {
+        let detail = e.detail.as_ref().map(Value::to_string).unwrap_or_default();
+        detail
+            .to_lowercase()
+            .contains("nonce has already been used")
+    };
+    assert!(
+        failed.iter().any(|e| replay(&e)),
+        "a replay is named: {failed:?}"
+    );
+    app.stop().await;
+}
