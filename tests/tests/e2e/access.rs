@@ -430,7 +430,6 @@ fn the_shorthand_names_the_grants() {
 
 #[tokio::test]
 async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_their_grants() {
-    use parley::config::issuers::IssuerSettings;
     use parley_auth::testing::{Signer, now};
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -447,22 +446,16 @@ async fn a_peers_file_key_and_an_issuers_access_token_name_their_peers_with_thei
     )
     .expect("peers file");
     let signer = Signer::new("k1");
-    let jwks = dir.path().join("jwks.json");
-    std::fs::write(&jwks, json!({"keys": [signer.jwk()]}).to_string()).expect("jwks");
 
     let mut settings = test_settings(dir.path());
     settings.access = Default::default();
     settings.access.anonymous = Grants::default();
     settings.access.peers_file = Some(peers);
-    settings.access.issuers = vec![IssuerSettings {
-        issuer: "https://idp.test".into(),
-        audience: Some("parley".into()),
-        jwks_file: Some(jwks),
-        jwks_url: None,
-        algorithms: Vec::new(),
-        leeway_s: 0,
-        refresh_interval_s: 60,
-    }];
+    settings.access.issuers = vec![crate::support::trusted_issuer(
+        dir.path(),
+        &signer,
+        Some("parley"),
+    )];
     let app = TestApp::spawn(&settings).await;
     let client = reqwest::Client::new();
     let text = parley_nlip::to_json_value(&Message::text("english", "hello"));

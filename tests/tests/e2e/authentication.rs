@@ -5,7 +5,6 @@
 //! it by itself over HTTP and WebSocket. Credentials never reach the conversation log.
 
 use parley::client::{BearerToken, NlipClient, Placement};
-use parley::config::issuers::IssuerSettings;
 use parley_auth::Grants;
 use parley_auth::testing::{Signer, now};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
@@ -52,20 +51,10 @@ fn session_of(reply: &Message) -> Option<Submessage> {
 /// a store peer `shop` that may use `getProductInfo`; the issuer's signer.
 async fn server(dir: &std::path::Path) -> (TestApp, std::sync::Arc<dyn Store>, String, Signer) {
     let signer = Signer::new("k1");
-    let jwks = dir.join("jwks.json");
-    std::fs::write(&jwks, json!({"keys": [signer.jwk()]}).to_string()).expect("jwks");
     let mut settings = test_settings(dir);
     settings.access = Default::default();
     settings.access.anonymous = Grants::talk_only();
-    settings.access.issuers = vec![IssuerSettings {
-        issuer: "https://idp.test".into(),
-        audience: None,
-        jwks_file: Some(jwks),
-        jwks_url: None,
-        algorithms: Vec::new(),
-        leeway_s: 0,
-        refresh_interval_s: 60,
-    }];
+    settings.access.issuers = vec![crate::support::trusted_issuer(dir, &signer, None)];
     let app = TestApp::spawn(&settings).await;
     let store = parley_store::connect(&settings.database_url(), Default::default())
         .await

@@ -82,3 +82,23 @@ pub async fn until_ready_is(app: &parley_tests::TestApp, status: u16) -> Value {
     .await
     .unwrap_or_else(|_| panic!("/health/ready did not answer {status}"))
 }
+
+/// An issuer `https://idp.test` of access tokens signed by `signer`, its key set written in
+/// `dir`, as `[[access.issuers]]` names it (`audience` when given).
+pub fn trusted_issuer(
+    dir: &Path,
+    signer: &parley_auth::testing::Signer,
+    audience: Option<&str>,
+) -> parley::config::issuers::IssuerSettings {
+    let jwks = dir.join("jwks.json");
+    std::fs::write(&jwks, json!({"keys": [signer.jwk()]}).to_string()).expect("jwks");
+    parley::config::issuers::IssuerSettings {
+        issuer: "https://idp.test".into(),
+        audience: audience.map(str::to_owned),
+        jwks_file: Some(jwks),
+        jwks_url: None,
+        algorithms: Vec::new(),
+        leeway_s: 0,
+        refresh_interval_s: 60,
+    }
+}
