@@ -345,14 +345,11 @@ impl Audit {
 
     /// Deletes the events older than `keep`; returns how many.
     pub async fn expire(&self, keep: Duration) -> Result<u64, parley_store::StoreError> {
-        let Some(before) = chrono::Duration::from_std(keep)
-            .ok()
-            .and_then(|keep| chrono::Utc::now().checked_sub_signed(keep))
-        else {
-            return Ok(0);
-        };
         let store = &self.inner.store;
-        crate::expiry::in_batches(|| store.expire_audit(before, parley_store::MAX_PAGE)).await
+        crate::expiry::expire_older_than(keep, |before| {
+            store.expire_audit(before, parley_store::MAX_PAGE)
+        })
+        .await
     }
 
     /// The last flush, at shutdown: retried while the database fails in a way that may pass,
@@ -568,5 +565,40 @@ mod tests {
         .await;
         assert_eq!(seen, (Some(alice.clone()), alice));
         assert_eq!(current_actor(), None);
+    }
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn retention_deletes_what_is_older_than_it_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("a.db").display());
+        let store = parley_store::connect(&url, Default::default())
+            .await
+            .expect("store");
+        let at = |days_ago: i64| NewAuditEvent {
+            at: chrono::Utc::now() - chrono::Duration::days(days_ago),
+            ..event(&Actor::default(), "capability.call", "x", "ok", None)
+        };
+        store
+            .append_audit(&[at(40), at(10), at(0)])
+            .await
+            .expect("written");
+        let audit = Audit::new(store.clone(), &AuditSettings::default());
+        let month = Duration::from_secs(30 * 86_400);
+        assert_eq!(audit.expire(month).await.expect("expired"), 1);
+        assert_eq!(audit.expire(month).await.expect("expired"), 0);
+        assert_eq!(audit.expire(Duration::MAX).await.expect("no cut-off"), 0);
+        let left = store
+            .list_audit(parley_store::AuditFilter {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .expect("listed");
+        assert_eq!(left.len(), 2);
     }
 }

@@ -248,16 +248,14 @@ impl NlipClient {
     /// present in messages, a request for authentication is answered here (see the module
     /// docs): the reply returned is the answer to the message sent again.
     pub async fn send(&mut self, message: &Message) -> Result<Received, ClientError> {
-        let outgoing = match &self.session {
-            Some(session) => {
-                std::borrow::Cow::Owned(message.clone().with_submessage(session.clone()))
-            }
-            None => std::borrow::Cow::Borrowed(message),
-        };
-        let mut received = self.exchange(&outgoing).await?;
-        let mut sent = outgoing.into_owned();
-        if let Some(token) = &self.in_message
-            && asks_for_authentication(&received.message)
+        if self.in_message.is_none() {
+            return self.exchange(message).await;
+        }
+        let mut sent = message.clone();
+        sent.submessages.extend(self.session.clone());
+        let mut received = self.exchange(&sent).await?;
+        if asks_for_authentication(&received.message)
+            && let Some(token) = &self.in_message
         {
             self.session = None;
             sent = message
@@ -269,9 +267,7 @@ impl NlipClient {
                 ));
             received = self.exchange(&sent).await?;
         }
-        if self.in_message.is_some()
-            && let Some(session) = peer_session(&sent, &received.message)
-        {
+        if let Some(session) = peer_session(&sent, &received.message) {
             self.session = Some(session.clone());
         }
         Ok(received)

@@ -48,26 +48,32 @@ pub fn spawn_sweep(
 /// Deletes every conversation idle for longer than `idle`, a batch of at most [`MAX_PAGE`] per
 /// transaction, so a large backlog never holds the database for long; returns how many.
 pub async fn sweep(store: &dyn Store, idle: Duration) -> Result<u64, StoreError> {
-    let Some(idle_since) = chrono::Duration::from_std(idle)
-        .ok()
-        .and_then(|idle| chrono::Utc::now().checked_sub_signed(idle))
-    else {
-        // Longer ago than a timestamp reaches: nothing can be that old.
-        return Ok(0);
-    };
-    in_batches(|| store.expire_conversations(idle_since, MAX_PAGE)).await
+    expire_older_than(idle, |idle_since| {
+        store.expire_conversations(idle_since, MAX_PAGE)
+    })
+    .await
 }
 
-/// Runs `batch` (one deletion of at most [`MAX_PAGE`] rows, in its own transaction) until one
-/// deletes fewer; returns how many went in all.
-pub(crate) async fn in_batches<F, Fut>(mut batch: F) -> Result<u64, StoreError>
+/// Runs `batch` (one deletion, in its own transaction, of at most [`MAX_PAGE`] rows from before
+/// the cut-off it is given: `age` ago) until one deletes fewer; returns how many went in all.
+/// An age longer ago than a timestamp reaches deletes nothing: nothing can be that old.
+pub(crate) async fn expire_older_than<F, Fut>(
+    age: Duration,
+    mut batch: F,
+) -> Result<u64, StoreError>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(chrono::DateTime<chrono::Utc>) -> Fut,
     Fut: std::future::Future<Output = Result<u64, StoreError>>,
 {
+    let Some(cut_off) = chrono::Duration::from_std(age)
+        .ok()
+        .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+    else {
+        return Ok(0);
+    };
     let mut total = 0;
     loop {
-        let removed = batch().await?;
+        let removed = batch(cut_off).await?;
         total += removed;
         if removed < u64::from(MAX_PAGE) {
             return Ok(total);

@@ -164,7 +164,8 @@ impl Sessions {
     }
 
     /// How many sessions are open (expired ones not yet removed included).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.table
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -173,7 +174,8 @@ impl Sessions {
     }
 
     /// Whether no session is open.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
