@@ -47,6 +47,15 @@ fn session_of(reply: &Message) -> Option<Submessage> {
     reply.tokens().find(|t| t.subformat == SESSION).cloned()
 }
 
+/// A tool call answering with `credential` in an authentication token: answered, and the
+/// session token the reply carries.
+async fn open_session(url: &str, credential: &str) -> Submessage {
+    let answer = tool_call().with_submessage(token("authentication", credential));
+    let (status, reply) = post(url, &answer).await;
+    assert_eq!(status, 200, "{reply:?}");
+    session_of(&reply).expect("a session")
+}
+
 /// A server whose anonymous peers may talk only, trusting one issuer; its store; the API key of
 /// a store peer `shop` that may use `getProductInfo`; the issuer's signer.
 async fn server(dir: &std::path::Path) -> (TestApp, std::sync::Arc<dyn Store>, String, Signer) {
@@ -180,9 +189,7 @@ async fn an_anonymous_peer_is_asked_answers_with_its_key_and_continues_on_a_sess
     assert!(unknown.is_control());
 
     // Revoking the key ends its sessions.
-    let answer = tool_call().with_submessage(token("authentication", &key));
-    let (_, reply) = post(&app.url(), &answer).await;
-    let session = session_of(&reply).expect("a session");
+    let session = open_session(&app.url(), &key).await;
     store.revoke_peer("shop").await.expect("revoked");
     tokio::time::sleep(parley::access::KEY_TTL + std::time::Duration::from_millis(300)).await;
     let (status, ended) = post(&app.url(), &tool_call().with_submessage(session)).await;
@@ -202,25 +209,13 @@ async fn an_access_token_answers_too_and_its_session_ends_with_it() {
                "scope": "parley:capability:getProductInfo"})
     };
     let jwt = signer.sign(&claims(now() + 300));
-    let (status, reply) = post(
-        &app.url(),
-        &tool_call().with_submessage(token("authentication", &jwt)),
-    )
-    .await;
-    assert_eq!(status, 200, "{reply:?}");
-    let session = session_of(&reply).expect("a session");
+    let session = open_session(&app.url(), &jwt).await;
     let (status, _) = post(&app.url(), &tool_call().with_submessage(session)).await;
     assert_eq!(status, 200);
 
     // A token that expires in a second opens a session that ends with it.
     let short = signer.sign(&claims(now() + 1));
-    let (status, reply) = post(
-        &app.url(),
-        &tool_call().with_submessage(token("authentication", &short)),
-    )
-    .await;
-    assert_eq!(status, 200, "{reply:?}");
-    let session = session_of(&reply).expect("a session");
+    let session = open_session(&app.url(), &short).await;
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     let (status, ended) = post(&app.url(), &tool_call().with_submessage(session)).await;
     assert_eq!(
