@@ -295,12 +295,7 @@ impl Agent {
                     self.audit()
                         .refused(&actor, action, &subject, &reason)
                         .await;
-                    // Credentials could change the answer of an anonymous peer: ask for them.
-                    if caller.principal.id.is_none() {
-                        ApiError::AuthenticationRequired(reason)
-                    } else {
-                        ApiError::Forbidden(reason)
-                    }
+                    asked_of(caller, ApiError::Forbidden(reason))
                 }
                 e => e,
             };
@@ -342,7 +337,7 @@ impl Agent {
                     retry_after: None,
                 }
             }
-            Err(e) => self.error_reply(request, conversation.as_deref(), e),
+            Err(e) => self.error_reply(request, conversation.as_deref(), asked_of(caller, e)),
         };
         if let Some(id) = &conversation
             && let Err(e) = self.log(id, Direction::Outbound, &reply.message).await
@@ -688,6 +683,23 @@ fn belongs_to(conversation: &parley_store::Conversation, caller: &Caller) -> boo
 }
 
 /// How the audit log names what a refused message asked for: its action and subject.
+/// `error` as `caller` is told it: a refusal by the grants (of the route, or of a capability
+/// called on the way, by a tool call or the reasoner) asks an anonymous peer to authenticate,
+/// since credentials could change the answer; anything else, and any refusal of a named peer,
+/// stays as it is.
+fn asked_of(caller: &Caller, error: ApiError) -> ApiError {
+    if caller.principal.id.is_some() {
+        return error;
+    }
+    match error {
+        ApiError::Forbidden(reason) => ApiError::AuthenticationRequired(reason),
+        ApiError::Capability { code, message } if code == "forbidden" => {
+            ApiError::AuthenticationRequired(message)
+        }
+        e => e,
+    }
+}
+
 fn audited(route: &Route<'_>) -> (&'static str, String) {
     match route {
         Route::Meta(_) => ("negotiate", "meta-protocol".to_owned()),

@@ -269,6 +269,27 @@ async fn parleys_client_answers_the_request_itself_over_http_and_websocket() {
         code(&received.message).as_deref(),
         Some("authentication_required")
     );
+    // A question the reasoner answers with a capability the peer may not use asks too.
+    let question = Message::text("english", "getProductInfo P12345");
+    let received = anonymous.send(&question).await.expect("a reply");
+    assert_eq!(
+        (received.status, code(&received.message).as_deref()),
+        (401, Some("authentication_required"))
+    );
+    let mut keyed =
+        NlipClient::connect_as(&app.url(), false, &Default::default(), Some(&credential))
+            .await
+            .expect("connected");
+    let received = keyed.send(&question).await.expect("a reply");
+    assert_eq!(received.status, 200, "{:?}", received.message);
+    assert!(
+        received
+            .message
+            .text_content()
+            .is_some_and(|t| t.contains("Laptop")),
+        "{:?}",
+        received.message
+    );
     app.stop().await;
 }
 
