@@ -15,6 +15,9 @@ use parley_auth::did_wba::anp::authentication::{
     DidDocumentOptions, create_did_wba_document, generate_auth_header,
     generate_http_signature_headers,
 };
+use parley_auth::did_wba::anp::proof::{
+    Rfc9421OriginProofGenerationOptions, generate_rfc9421_origin_proof,
+};
 use parley_nlip::{ErrorInfo, Message};
 use parley_store::AuditFilter;
 use parley_tests::{TestApp, test_settings};
@@ -156,15 +159,10 @@ fn assert_unauthenticated(what: &str, (status, answer, error): (u16, Value, Opti
     );
 }
 
-#[tokio::test]
-async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refused() {
-    let host = DidHost::start().await;
-    let alice = host.identity("alice", true);
-    let carol = host.identity("carol", true);
-    let mallory = host.identity("mallory", false);
-
-    let dir = tempfile::tempdir().expect("tempdir");
-    let peers = dir.path().join("peers.toml");
+/// A server answering as `127.0.0.1` with DID-WBA on, whose peers file lets `alice` negotiate;
+/// anonymous peers may only talk.
+fn settings_with(dir: &std::path::Path, alice: &Identity) -> parley::config::Settings {
+    let peers = dir.join("peers.toml");
     std::fs::write(
         &peers,
         format!(
@@ -173,12 +171,24 @@ async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refuse
         ),
     )
     .expect("peers file");
-    let mut settings = test_settings(dir.path());
+    let mut settings = test_settings(dir);
     settings.access = Default::default();
     settings.access.peers_file = Some(peers);
     settings.access.did_wba.enabled = true;
     settings.access.did_wba.allowed_domains = vec!["127.0.0.1".into()];
     settings.access.did_wba.resolve_http_hosts = vec!["localhost".into()];
+    settings
+}
+
+#[tokio::test]
+async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refused() {
+    let host = DidHost::start().await;
+    let alice = host.identity("alice", true);
+    let carol = host.identity("carol", true);
+    let mallory = host.identity("mallory", false);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = settings_with(dir.path(), &alice);
     let app = TestApp::spawn(&settings).await;
     let url = app.url();
 
@@ -315,6 +325,99 @@ async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refuse
     assert!(
         failed.iter().any(|e| replay(&e)),
         "a replay is named: {failed:?}"
+    );
+    app.stop().await;
+}
+
+/// An `anp.negotiate` request (a structured selection of a protocol nobody agreed), by `who`
+/// with an origin proof signed by `key` for the agent `target`, when `who` is given.
+fn selection(who: Option<(&Identity, &PrivateKeyMaterial)>, target: &str) -> Vec<u8> {
+    let mut meta = json!({
+        "profile": parley_anp::rpc::PROFILE,
+        "target": {"kind": "agent", "did": target},
+    });
+    let body = json!({
+        "mode": "structured_selection",
+        "intent": {"summary": "product information"},
+        "candidateProtocols": [format!("sha256:{}", "ab".repeat(32))],
+    });
+    let mut params = json!({});
+    if let Some((who, key)) = who {
+        meta["sender_did"] = json!(who.did);
+        let options = Rfc9421OriginProofGenerationOptions {
+            nonce: Some(format!("{:?}", std::time::SystemTime::now())),
+            ..Rfc9421OriginProofGenerationOptions::default()
+        };
+        let keyid = format!("{}#key-1", who.did);
+        let proof =
+            generate_rfc9421_origin_proof("anp.negotiate", &meta, &body, key, &keyid, options)
+                .expect("an origin proof");
+        params["auth"] = json!({"origin_proof": proof});
+    }
+    params["meta"] = meta;
+    params["body"] = body;
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "anp.negotiate", "params": params});
+    serde_json::to_vec(&request).expect("JSON")
+}
+
+#[tokio::test]
+async fn an_origin_proof_names_the_sender_of_an_anp_negotiate_request() {
+    let host = DidHost::start().await;
+    let alice = host.identity("alice", true);
+    let carol = host.identity("carol", true);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = settings_with(dir.path(), &alice);
+    let app = TestApp::spawn(&settings).await;
+    let rpc = app.http("/anp/rpc");
+    let here = "did:wba:127.0.0.1:agents:parley";
+    let none = BTreeMap::new();
+
+    // Anonymous callers may not negotiate (1607); alice's proof lets her: her selection gets
+    // as far as finding no such protocol (1601).
+    let (status, answer, _) = post(&rpc, &none, &selection(None, here)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(1607)),
+        "{answer}"
+    );
+    let request = selection(Some((&alice, &alice.key)), here);
+    let (status, answer, _) = post(&rpc, &none, &request).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(1601)),
+        "{answer}"
+    );
+
+    // A replay, another key, a proof for another agent: 401, never anonymous.
+    let refused = |what: &str, (status, answer, _): (u16, Value, Option<ErrorInfo>)| {
+        assert_eq!(status, 401, "{what}: {answer}");
+        assert_eq!(answer["error"]["data"]["code"], "unauthenticated", "{what}");
+    };
+    refused("a replay", post(&rpc, &none, &request).await);
+    let forged = selection(Some((&alice, &carol.key)), here);
+    refused("another key", post(&rpc, &none, &forged).await);
+    let elsewhere = selection(Some((&alice, &alice.key)), "did:wba:agent.example:agents:x");
+    refused("another agent", post(&rpc, &none, &elsewhere).await);
+
+    // A DID without an entry holds the anonymous grants.
+    let (_, answer, _) = post(&rpc, &none, &selection(Some((&carol, &carol.key)), here)).await;
+    assert_eq!(answer["error"]["code"].as_i64(), Some(1607), "{answer}");
+
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the store");
+    let failed = store
+        .list_audit(AuditFilter {
+            action: Some("authenticate".into()),
+            limit: parley_store::MAX_PAGE,
+            ..AuditFilter::default()
+        })
+        .await
+        .expect("the audit log");
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert!(
+        failed.iter().all(|e| e.subject == "anp-origin-proof"),
+        "{failed:?}"
     );
     app.stop().await;
 }

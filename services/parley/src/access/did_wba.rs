@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use parley_auth::did_wba::{DidWba, SignedRequest, claimed_did};
+use parley_auth::origin_proof::OriginRequest;
+use serde_json::Value;
 
 use super::{Access, Principal, Scheme};
 use crate::did_documents::DidDocuments;
@@ -160,6 +162,46 @@ impl Access {
             }
         }
         Err(refused)
+    }
+
+    /// The principal an ANP request's origin proof proves (`params.auth.origin_proof`, signed
+    /// over `method`, `params.meta` and `params.body`); `None` when the request carries no proof
+    /// or this agent takes no DID-WBA. A proof that proves nothing is `unauthenticated`.
+    pub async fn origin_proven(
+        &self,
+        method: &str,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<Option<Principal>, ApiError> {
+        let Some(did_wba) = &self.did_wba else {
+            return Ok(None);
+        };
+        let Some(proof) = params.get("auth").and_then(|a| a.get("origin_proof")) else {
+            return Ok(None);
+        };
+        let refused = |e: &dyn std::fmt::Display| ApiError::Unauthenticated(e.to_string());
+        let empty = Value::Object(serde_json::Map::new());
+        let request = OriginRequest {
+            method,
+            meta: params.get("meta").unwrap_or(&empty),
+            body: params.get("body").unwrap_or(&empty),
+            proof,
+        };
+        let did = request.claimed_did().map_err(|e| refused(&e))?;
+        let document = did_wba
+            .documents
+            .resolve(&did)
+            .await
+            .map_err(|e| refused(&e))?;
+        let verified = did_wba
+            .verifier
+            .verify_origin(&request, &document)
+            .map_err(|e| refused(&e))?;
+        let entry = self.file.by_did(&verified);
+        Ok(Some(self.declared_or_named(
+            entry,
+            &verified,
+            Scheme::DidWba,
+        )))
     }
 
     /// Resolves the claimed DID's document (no lock held), then verifies the credential.
