@@ -180,6 +180,23 @@ fn settings_with(dir: &std::path::Path, alice: &Identity) -> parley::config::Set
     settings
 }
 
+/// The failed authentications in the audit log of the server with `settings`.
+async fn failed_authentications(
+    settings: &parley::config::Settings,
+) -> Vec<parley_store::AuditEvent> {
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the store");
+    store
+        .list_audit(AuditFilter {
+            action: Some("authenticate".into()),
+            limit: parley_store::MAX_PAGE,
+            ..AuditFilter::default()
+        })
+        .await
+        .expect("the audit log")
+}
+
 #[tokio::test]
 async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refused() {
     let host = DidHost::start().await;
@@ -297,17 +314,7 @@ async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refuse
     assert_eq!(status, 401, "{answer}");
 
     // Every refusal is in the audit log, as a failed `did-wba` authentication.
-    let store = parley_store::connect(&settings.database_url(), Default::default())
-        .await
-        .expect("the store");
-    let failed = store
-        .list_audit(AuditFilter {
-            action: Some("authenticate".into()),
-            limit: parley_store::MAX_PAGE,
-            ..AuditFilter::default()
-        })
-        .await
-        .expect("the audit log");
+    let failed = failed_authentications(&settings).await;
     assert!(failed.len() >= 7, "{failed:?}");
     for event in &failed {
         // A credential carried inside a message fails as the in-message scheme.
@@ -403,17 +410,7 @@ async fn an_origin_proof_names_the_sender_of_an_anp_negotiate_request() {
     let (_, answer, _) = post(&rpc, &none, &selection(Some((&carol, &carol.key)), here)).await;
     assert_eq!(answer["error"]["code"].as_i64(), Some(1607), "{answer}");
 
-    let store = parley_store::connect(&settings.database_url(), Default::default())
-        .await
-        .expect("the store");
-    let failed = store
-        .list_audit(AuditFilter {
-            action: Some("authenticate".into()),
-            limit: parley_store::MAX_PAGE,
-            ..AuditFilter::default()
-        })
-        .await
-        .expect("the audit log");
+    let failed = failed_authentications(&settings).await;
     assert_eq!(failed.len(), 3, "{failed:?}");
     assert!(
         failed.iter().all(|e| e.subject == "anp-origin-proof"),

@@ -107,6 +107,21 @@ impl Drop for Tmpfs {
     }
 }
 
+/// Waits for the server to say it is ready again, then shows that it stores and negotiates,
+/// and stops it.
+async fn recovered(app: TestApp) {
+    until_ready_is(&app, 200).await;
+    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&app.url(), &product_protocol(), |_| {})
+        .await
+        .expect("a negotiation once the storage is back");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+    app.stop().await;
+}
+
 /// Fills the file system `path` is on with one file; returns it.
 fn fill(path: &Path) -> PathBuf {
     let filler = path.join("filler");
@@ -144,16 +159,7 @@ async fn the_server_recovers_when_a_full_disk_has_room_again() {
 
     // Room again: the server recovers on its own, and negotiates.
     std::fs::remove_file(filler).expect("free the disk");
-    until_ready_is(&app, 200).await;
-    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
-    let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&app.url(), &product_protocol(), |_| {})
-        .await
-        .expect("a negotiation after the disk had room again");
-    assert_eq!(negotiated.outcome, Outcome::Agreed);
-    app.stop().await;
+    recovered(app).await;
 }
 
 /// A file made immutable (`chattr +i`) until dropped. Nobody, root included, can open it for
@@ -230,16 +236,7 @@ async fn the_server_recovers_when_its_database_was_read_only() {
 
     // Writable again: the server recovers on its own, and negotiates.
     drop(read_only);
-    until_ready_is(&app, 200).await;
-    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
-    let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&app.url(), &product_protocol(), |_| {})
-        .await
-        .expect("a negotiation once the file was writable again");
-    assert_eq!(negotiated.outcome, Outcome::Agreed);
-    app.stop().await;
+    recovered(app).await;
 
     // Every message acknowledged during the fault is in its conversation's log.
     let store = parley_store::connect(&settings.database_url(), Default::default())

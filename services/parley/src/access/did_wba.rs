@@ -178,7 +178,6 @@ impl Access {
         let Some(proof) = params.get("auth").and_then(|a| a.get("origin_proof")) else {
             return Ok(None);
         };
-        let refused = |e: &dyn std::fmt::Display| ApiError::Unauthenticated(e.to_string());
         let empty = Value::Object(serde_json::Map::new());
         let request = OriginRequest {
             method,
@@ -187,21 +186,12 @@ impl Access {
             proof,
         };
         let did = request.claimed_did().map_err(|e| refused(&e))?;
-        let document = did_wba
-            .documents
-            .resolve(&did)
-            .await
-            .map_err(|e| refused(&e))?;
+        let document = did_wba.document(&did).await?;
         let verified = did_wba
             .verifier
             .verify_origin(&request, &document)
             .map_err(|e| refused(&e))?;
-        let entry = self.file.by_did(&verified);
-        Ok(Some(self.declared_or_named(
-            entry,
-            &verified,
-            Scheme::DidWba,
-        )))
+        Ok(Some(self.did_principal(&verified)))
     }
 
     /// Resolves the claimed DID's document (no lock held), then verifies the credential.
@@ -211,19 +201,32 @@ impl Access {
                 "this agent does not take DID-WBA credentials".to_owned(),
             ));
         };
-        let refused = |e: &dyn std::fmt::Display| ApiError::Unauthenticated(e.to_string());
         let did = claimed_did(request).map_err(|e| refused(&e))?;
-        let document = did_wba
-            .documents
-            .resolve(&did)
-            .await
-            .map_err(|e| refused(&e))?;
+        let document = did_wba.document(&did).await?;
         let verified = did_wba
             .verifier
             .verify(request, &document)
             .await
             .map_err(|e| refused(&e))?;
-        let entry = self.file.by_did(&verified);
-        Ok(self.declared_or_named(entry, &verified, Scheme::DidWba))
+        Ok(self.did_principal(&verified))
     }
+
+    /// The peer a verified DID names: its peers-file entry, or a peer named by the DID with the
+    /// anonymous grants.
+    fn did_principal(&self, did: &str) -> Principal {
+        let entry = self.file.by_did(did);
+        self.declared_or_named(entry, did, Scheme::DidWba)
+    }
+}
+
+impl DidWbaAccess {
+    /// The DID document of `did`, fetched (no lock held) or cached.
+    async fn document(&self, did: &str) -> Result<std::sync::Arc<Value>, ApiError> {
+        self.documents.resolve(did).await.map_err(|e| refused(&e))
+    }
+}
+
+/// A credential that proves nothing: `unauthenticated`, never anonymous.
+fn refused(e: &dyn std::fmt::Display) -> ApiError {
+    ApiError::Unauthenticated(e.to_string())
 }
