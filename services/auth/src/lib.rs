@@ -4,6 +4,7 @@
 //! peer holds, which every message and capability call is checked against ([`grants`]). Pure:
 //! no IO; the server looks keys up in its store and asks here.
 
+pub mod did_signer;
 pub mod did_wba;
 pub mod grants;
 pub mod jwt;

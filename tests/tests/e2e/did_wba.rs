@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use axum::response::IntoResponse as _;
+use parley::client::{Credential, DidSigner};
+use parley::negotiation::anp::AnpOptions;
+use parley::negotiation::requester::{Outcome, Requester, Wire};
 use parley_auth::did_wba::anp::PrivateKeyMaterial;
 use parley_auth::did_wba::anp::authentication::{
     DidDocumentOptions, create_did_wba_document, generate_auth_header,
@@ -23,11 +26,12 @@ use parley_store::AuditFilter;
 use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
 
-/// A DID, its document and its key.
+/// A DID, its document and its key (also as PEM, as a client's key file holds it).
 struct Identity {
     did: String,
     document: Value,
     key: PrivateKeyMaterial,
+    pem: String,
 }
 
 /// Publishes DID documents at the paths their DIDs name; anything else is 404.
@@ -67,8 +71,8 @@ impl DidHost {
             ..DidDocumentOptions::default()
         };
         let bundle = create_did_wba_document("localhost", options).expect("a DID document");
-        let key =
-            PrivateKeyMaterial::from_pem(&bundle.keys["key-1"].private_key_pem).expect("its key");
+        let pem = bundle.keys["key-1"].private_key_pem.clone();
+        let key = PrivateKeyMaterial::from_pem(&pem).expect("its key");
         let did = bundle.did().expect("an id").to_owned();
         if publish {
             let path: Vec<&str> = did.split(':').skip(3).collect();
@@ -80,6 +84,7 @@ impl DidHost {
             did,
             document: bundle.did_document,
             key,
+            pem,
         }
     }
 }
@@ -159,14 +164,14 @@ fn assert_unauthenticated(what: &str, (status, answer, error): (u16, Value, Opti
     );
 }
 
-/// A server answering as `127.0.0.1` with DID-WBA on, whose peers file lets `alice` negotiate;
-/// anonymous peers may only talk.
+/// A server answering as `127.0.0.1` with DID-WBA on, whose peers file lets `alice` negotiate
+/// protocols over `getProductInfo`; anonymous peers may only talk.
 fn settings_with(dir: &std::path::Path, alice: &Identity) -> parley::config::Settings {
     let peers = dir.join("peers.toml");
     std::fs::write(
         &peers,
         format!(
-            "[[peers]]\nid = \"alice\"\ndid = \"{}\"\nnegotiate = true\ntalk = true\n",
+            "[[peers]]\nid = \"alice\"\ndid = \"{}\"\nnegotiate = true\ntalk = true\ncapabilities = [\"getProductInfo\"]\n",
             alice.did
         ),
     )
@@ -415,6 +420,74 @@ async fn an_origin_proof_names_the_sender_of_an_anp_negotiate_request() {
     assert!(
         failed.iter().all(|e| e.subject == "anp-origin-proof"),
         "{failed:?}"
+    );
+    app.stop().await;
+}
+
+/// A Parley requester speaking `wire` as `who`: every request it sends is signed.
+async fn signing_requester(dir: &std::path::Path, who: &Identity, wire: Wire) -> Requester {
+    let signer = DidSigner::new(&who.document.to_string(), &who.pem).expect("a signer");
+    Requester {
+        wire,
+        token: Some(Credential::DidWba(Arc::new(signer))),
+        ..crate::support::new_requester(dir).await
+    }
+}
+
+#[tokio::test]
+async fn a_parley_requester_signs_with_its_did_over_every_framing() {
+    let host = DidHost::start().await;
+    let alice = host.identity("alice", true);
+    let carol = host.identity("carol", true);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&settings_with(dir.path(), &alice)).await;
+    let base = format!("http://{}", app.addr);
+    let ws = format!("ws://{}", app.addr);
+    let text = crate::support::product_protocol();
+
+    // Only alice may negotiate: her requesters negotiate and call over NLIP (HTTP and
+    // WebSocket), seed 002's `/anp` and ANP 1.2's JSON-RPC, every request signed afresh.
+    let wires = [
+        (base.as_str(), Wire::Nlip),
+        (ws.as_str(), Wire::Nlip),
+        (base.as_str(), Wire::Anp(AnpOptions::default())),
+        (base.as_str(), Wire::Anp12),
+    ];
+    for (url, wire) in wires {
+        let local = tempfile::tempdir().expect("tempdir");
+        let requester = signing_requester(local.path(), &alice, wire).await;
+        let negotiated = requester
+            .negotiate(url, &text, |_| {})
+            .await
+            .unwrap_or_else(|e| panic!("{url} {wire:?}: {e}"));
+        // The first negotiates; the provider then knows the protocol as alice's (0-RTT).
+        assert!(
+            matches!(negotiated.outcome, Outcome::Agreed | Outcome::ZeroRtt),
+            "{url} {wire:?}: {:?}",
+            negotiated.outcome
+        );
+        let called = requester
+            .call(
+                url,
+                &negotiated.hash,
+                crate::support::request("d1", "P12345"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{url} {wire:?}: {e}"));
+        assert_eq!(called.answer["messageId"], "d1", "{url} {wire:?}");
+    }
+
+    // Carol's DID has no entry: she is a named peer with the anonymous grants.
+    let local = tempfile::tempdir().expect("tempdir");
+    let requester = signing_requester(local.path(), &carol, Wire::Nlip).await;
+    let refused = requester
+        .negotiate(&base, &text, |_| {})
+        .await
+        .expect_err("carol may not negotiate");
+    assert!(
+        refused.to_string().contains("forbidden")
+            || refused.to_string().contains("may not negotiate"),
+        "{refused}"
     );
     app.stop().await;
 }

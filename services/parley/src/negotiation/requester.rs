@@ -144,8 +144,8 @@ pub struct Requester {
     pub wire: Wire,
     /// What it trusts and presents over `https://` and `wss://`.
     pub tls: crate::tls::ClientTls,
-    /// The credential it presents to providers (`Authorization: Bearer`), if any.
-    pub token: Option<crate::client::BearerToken>,
+    /// The credential it presents to providers (a bearer token or a DID-WBA identity), if any.
+    pub token: Option<crate::client::Credential>,
     /// Test cases of its own (the protocol document's `Test Cases` form), proposed with
     /// `testCasesNegotiation` once a protocol is agreed and both sides generated their code: the
     /// provider runs them against its handler, and an agreement whose handler fails them is

@@ -12,7 +12,7 @@ use parley_anp::rpc::{NegotiationResult, PROFILE, RpcError};
 use parley_store::Direction;
 use serde_json::{Value, json};
 
-use crate::client::{ClientError, names_a_host};
+use crate::client::{ClientError, Credential, names_a_host};
 use crate::tls::ClientTls;
 
 /// Why a JSON-RPC exchange with a peer failed (its JSON-RPC errors are answers, not these).
@@ -34,6 +34,8 @@ pub enum RpcLinkError {
 #[derive(Debug)]
 pub struct RpcLink {
     http: reqwest::Client,
+    /// What every request presents (a bearer token's header, or a fresh DID-WBA signature).
+    credential: Option<Credential>,
     /// The end-point requests go to.
     pub endpoint: url::Url,
     next_id: u64,
@@ -56,8 +58,13 @@ pub fn discovery_url(url: &url::Url) -> Option<url::Url> {
 
 impl RpcLink {
     /// The negotiation end-point of the agent at `url` (see [`discovery_url`]; without a
-    /// scheme, `http://`), trusting and presenting what `tls` says over `https://`.
-    pub async fn connect(url: &str, tls: &ClientTls) -> Result<RpcLink, RpcLinkError> {
+    /// scheme, `http://`), trusting and presenting what `tls` says over `https://`; every
+    /// JSON-RPC request presents `credential`, when there is one.
+    pub async fn connect(
+        url: &str,
+        tls: &ClientTls,
+        credential: Option<&Credential>,
+    ) -> Result<RpcLink, RpcLinkError> {
         let invalid = |reason: String| ClientError::Url {
             url: url.to_owned(),
             reason,
@@ -87,6 +94,7 @@ impl RpcLink {
         };
         Ok(RpcLink {
             http,
+            credential: credential.cloned(),
             endpoint,
             next_id: 0,
             transcript: Vec::new(),
@@ -103,13 +111,17 @@ impl RpcLink {
         let id = format!("parley-{}", self.next_id);
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.transcript.push((Direction::Outbound, request.clone()));
-        let response = self
+        let body = serde_json::to_vec(&request).expect("a JSON value serializes");
+        let mut post = self
             .http
             .post(self.endpoint.clone())
-            .json(&request)
-            .send()
-            .await
-            .map_err(ClientError::Http)?;
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        if let Some(credential) = &self.credential {
+            for (name, value) in credential.headers("POST", &self.endpoint, Some(&body))? {
+                post = post.header(name, value);
+            }
+        }
+        let response = post.body(body).send().await.map_err(ClientError::Http)?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(ClientError::Http)?;
         let not_rpc = || RpcLinkError::NotJsonRpc {
