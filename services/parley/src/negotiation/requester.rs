@@ -17,6 +17,7 @@
 mod anp;
 mod anp12;
 mod binding;
+mod cases;
 mod channel;
 mod counter;
 mod request;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 
 use parley_anp::{
     FixReview, FixVerdict, MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash,
-    RequesterSession, SessionConfig, Step, Verdict,
+    RequesterSession, SessionConfig, Step,
 };
 use parley_nlip::{ErrorInfo, Message};
 use parley_reasoner::ProtocolReasoner;
@@ -123,6 +124,10 @@ pub struct Negotiated {
     pub transcript: Vec<(Direction, Value)>,
     /// NLIP messages exchanged.
     pub messages: u32,
+    /// The test cases agreed through `testCasesNegotiation` (ours the provider's handler passes,
+    /// or the provider's, for a protocol without test cases of its own, that follow the
+    /// protocol), if any; the transcript kept in the local store holds them too.
+    pub test_cases: Option<String>,
 }
 
 /// Progress reports while a negotiation runs (stage, round).
@@ -335,8 +340,11 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 };
                 Next::Done(self.doc.hash(), outcome)
             }
-            Step::EvaluateTestCases { .. } => {
-                Next::step(self.session.test_cases_evaluated(Verdict::Accept))
+            Step::EvaluateTestCases { test_cases } => {
+                self.report("reviewing the provider's test cases");
+                let agreed = self.session.agreed().map(|(_, text)| text);
+                let verdict = cases::judge_cases(agreed, &test_cases);
+                Next::step(self.session.test_cases_evaluated(verdict))
             }
             Step::TestCasesAgreed { send, .. } => {
                 self.outbox.extend(send);
@@ -447,6 +455,7 @@ impl Requester {
                 rounds: 0,
                 transcript: channel.transcript,
                 messages: channel.messages,
+                test_cases: None,
             });
         }
         let mut run = Run {
@@ -472,6 +481,7 @@ impl Requester {
             rounds: session.rounds(),
             transcript: channel.transcript,
             messages: channel.messages,
+            test_cases: session.agreed_test_cases().map(str::to_owned),
         })
     }
 
