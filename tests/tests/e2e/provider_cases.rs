@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use parley::negotiation::anp::AnpOptions;
 use parley::negotiation::requester::{Negotiated, Outcome, Requester, Wire};
-use parley_anp::ProtocolHash;
 use parley_anp::messages::capability;
+use parley_anp::{MetaMessage, MetaProtocolInfo, ProtocolHash};
 use parley_store::{Direction, Store};
 use parley_tests::{TestApp, test_settings};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::faults::meta_of;
+use crate::negotiation::send_meta;
 use crate::requester::store_of;
 use crate::support::{new_requester, product_protocol, request};
 
@@ -199,5 +201,85 @@ async fn a_requester_that_does_not_announce_the_exchange_is_sent_no_test_cases()
         .await
         .expect("served");
     assert_eq!(called.answer["status"]["code"], 200, "{}", called.answer);
+    app.stop().await;
+}
+
+/// A requester driven message by message over NLIP: the provider proposes its cases with its
+/// acceptance, ahead of its `codeGeneration`; a rejection leaves the protocol agreed and active
+/// with nothing proposed again, and a counter-proposal beyond the round limit ends the exchange
+/// with an error instead of another round.
+#[tokio::test]
+async fn a_rejection_or_a_counter_proposal_beyond_the_round_limit_ends_the_exchange() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    // The provider's proposal is the one round of test cases allowed.
+    settings.negotiation.max_rounds = 1;
+    let app = TestApp::spawn(&settings).await;
+    let text = without_test_cases();
+    let hash = ProtocolHash::of(&text).to_string();
+    let hello = MetaMessage::source_hello(MetaProtocolInfo::parley([])).to_value();
+    let proposal = json!({"action": "protocolNegotiation", "sequenceId": 0,
+                          "candidateProtocols": text, "status": "negotiating"});
+    let generated = json!({"action": "codeGeneration", "status": "generated"});
+
+    // Each negotiation: hello and proposal; the provider accepts, proposes its cases, then
+    // reports its code generated.
+    let open = || async {
+        let (status, reply) = send_meta(&app, &[hello.clone(), proposal.clone()], None).await;
+        assert_eq!(status, 200, "{reply:?}");
+        let metas = meta_of(&reply);
+        let actions: Vec<&str> = metas.iter().filter_map(|m| m["action"].as_str()).collect();
+        assert_eq!(
+            actions,
+            [
+                "protocolNegotiation",
+                "testCasesNegotiation",
+                "codeGeneration"
+            ],
+            "{metas:#?}"
+        );
+        let conversation = reply
+            .tokens()
+            .find(|t| t.token_kind() == Some(parley_nlip::TokenKind::Conversation))
+            .expect("a conversation token")
+            .clone();
+        let proposed = metas
+            .iter()
+            .find(|m| m["action"] == "testCasesNegotiation")
+            .map(|m| m["testCases"].clone());
+        (conversation, proposed.expect("the proposed cases"))
+    };
+
+    // Rejected: the protocol is active all the same, and nothing more is proposed.
+    let (conversation, _) = open().await;
+    let rejected = json!({"action": "testCasesNegotiation", "testCases": "",
+                          "modificationSummary": "not these", "status": "rejected"});
+    let (status, reply) =
+        send_meta(&app, &[generated.clone(), rejected], Some(&conversation)).await;
+    assert_eq!(status, 200, "{reply:?}");
+    assert!(meta_of(&reply).is_empty(), "{reply:?}");
+    let provider = store_of(&settings).await;
+    assert!(
+        provider
+            .active_handler(&hash)
+            .await
+            .expect("query")
+            .is_some()
+    );
+
+    // Countered: a second round of test cases is over the limit, and the exchange ends.
+    let (conversation, cases) = open().await;
+    let counter = json!({"action": "testCasesNegotiation", "testCases": cases,
+                         "modificationSummary": "the same, once more", "status": "negotiating"});
+    let (status, reply) = send_meta(&app, &[generated.clone(), counter], Some(&conversation)).await;
+    assert_eq!(status, 422, "{reply:?}");
+    let error = parley_nlip::ErrorInfo::from_message(&reply).expect("an error");
+    assert_eq!(error.code, "round_limit", "{}", error.message);
+    assert!(
+        !meta_of(&reply)
+            .iter()
+            .any(|m| m["action"] == "testCasesNegotiation"),
+        "{reply:?}"
+    );
     app.stop().await;
 }
