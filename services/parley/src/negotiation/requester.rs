@@ -13,6 +13,10 @@
 //! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
 //! not know may be corrected, statuses, structure and its own values may not. A configured
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
+//!
+//! Test cases a provider proposes (`testCasesNegotiation`, for a protocol without any of its
+//! own) are agreed only when every request and expected response follows the protocol's schemas
+//! (`cases`); [`Negotiated::test_cases`] returns the cases agreed either way round.
 
 mod anp;
 mod anp12;
