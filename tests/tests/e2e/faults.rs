@@ -308,7 +308,7 @@ fn meta(client: &str, value: Value) -> Message {
 }
 
 /// The meta-protocol messages of a reply.
-fn meta_of(reply: &Message) -> Vec<Value> {
+pub(crate) fn meta_of(reply: &Message) -> Vec<Value> {
     reply
         .submessages
         .iter()

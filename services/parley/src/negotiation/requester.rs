@@ -13,10 +13,15 @@
 //! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
 //! not know may be corrected, statuses, structure and its own values may not. A configured
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
+//!
+//! Test cases a provider proposes (`testCasesNegotiation`, for a protocol without any of its
+//! own) are agreed only when every request and expected response follows the protocol's schemas
+//! (`cases`); [`Negotiated::test_cases`] returns the cases agreed either way round.
 
 mod anp;
 mod anp12;
 mod binding;
+mod cases;
 mod channel;
 mod counter;
 mod request;
@@ -32,7 +37,7 @@ use std::sync::Arc;
 
 use parley_anp::{
     FixReview, FixVerdict, MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash,
-    RequesterSession, SessionConfig, Step, Verdict,
+    RequesterSession, SessionConfig, Step,
 };
 use parley_nlip::{ErrorInfo, Message};
 use parley_reasoner::ProtocolReasoner;
@@ -123,6 +128,10 @@ pub struct Negotiated {
     pub transcript: Vec<(Direction, Value)>,
     /// NLIP messages exchanged.
     pub messages: u32,
+    /// The test cases agreed through `testCasesNegotiation` (ours the provider's handler passes,
+    /// or the provider's, for a protocol without test cases of its own, that follow the
+    /// protocol), if any; the transcript kept in the local store holds them too.
+    pub test_cases: Option<String>,
 }
 
 /// Progress reports while a negotiation runs (stage, round).
@@ -335,8 +344,11 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 };
                 Next::Done(self.doc.hash(), outcome)
             }
-            Step::EvaluateTestCases { .. } => {
-                Next::step(self.session.test_cases_evaluated(Verdict::Accept))
+            Step::EvaluateTestCases { test_cases } => {
+                self.report("reviewing the provider's test cases");
+                let agreed = self.session.agreed().map(|(_, text)| text);
+                let verdict = cases::judge_cases(agreed, &test_cases);
+                Next::step(self.session.test_cases_evaluated(verdict))
             }
             Step::TestCasesAgreed { send, .. } => {
                 self.outbox.extend(send);
@@ -447,6 +459,7 @@ impl Requester {
                 rounds: 0,
                 transcript: channel.transcript,
                 messages: channel.messages,
+                test_cases: None,
             });
         }
         let mut run = Run {
@@ -472,6 +485,7 @@ impl Requester {
             rounds: session.rounds(),
             transcript: channel.transcript,
             messages: channel.messages,
+            test_cases: session.agreed_test_cases().map(str::to_owned),
         })
     }
 

@@ -96,6 +96,8 @@ impl Requester {
                 rounds,
                 messages: u32::try_from(link.transcript.len() / 2).unwrap_or(u32::MAX),
                 transcript: link.transcript,
+                // The binding has no testCasesNegotiation.
+                test_cases: None,
             },
         })
     }
