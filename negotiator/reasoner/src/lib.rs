@@ -70,7 +70,8 @@ pub use dialogue::{
 pub use error::ReasonerError;
 pub use planner::DeclaredCapability;
 pub use protocol_reasoner::{
-    BuiltinProtocolReasoner, Evaluation, GeneratedHandler, HybridProtocolReasoner,
-    ModelAnswerError, OpenAiProtocolReasoner, ProtocolReasoner, ProtocolReasonerError,
+    Assessment, BuiltinProtocolReasoner, Evaluation, Exchange, GeneratedHandler,
+    HybridProtocolReasoner, Inquiry, ModelAnswerError, OpenAiProtocolReasoner, ProtocolReasoner,
+    ProtocolReasonerError, requester_answer,
 };
 pub use usage::{ModelPurpose, TokenCount, UsageMeter, UsageTally, metered, metered_protocol};

@@ -37,6 +37,8 @@ pub enum ModelPurpose {
     EvaluateTestCases,
     /// As a requester, accept or decline a provider's correction of a test expectation.
     ReviewFix,
+    /// As a requester, answer a provider's question about the proposal.
+    AnswerQuestion,
 }
 
 impl ModelPurpose {
@@ -49,10 +51,11 @@ impl ModelPurpose {
         ModelPurpose::Draft,
         ModelPurpose::EvaluateTestCases,
         ModelPurpose::ReviewFix,
+        ModelPurpose::AnswerQuestion,
     ];
 
     /// The name of the operation that makes the call: `answer`, `evaluate`, `generate_handler`,
-    /// `fix_handler`, `draft`, `evaluate_test_cases`, `review_fix`.
+    /// `fix_handler`, `draft`, `evaluate_test_cases`, `review_fix`, `answer_question`.
     pub fn as_str(self) -> &'static str {
         match self {
             ModelPurpose::Answer => "answer",
@@ -62,6 +65,7 @@ impl ModelPurpose {
             ModelPurpose::Draft => "draft",
             ModelPurpose::EvaluateTestCases => "evaluate_test_cases",
             ModelPurpose::ReviewFix => "review_fix",
+            ModelPurpose::AnswerQuestion => "answer_question",
         }
     }
 }
@@ -239,7 +243,8 @@ mod tests {
                 "fix_handler",
                 "draft",
                 "evaluate_test_cases",
-                "review_fix"
+                "review_fix",
+                "answer_question"
             ]
         );
     }

@@ -336,6 +336,20 @@ impl ProviderSession {
     pub fn new(config: SessionConfig) -> Self {
         Self(Core::new(SessionRole::Provider, config))
     }
+
+    /// Counts a question this side asks the peer (`naturalLanguageNegotiation`) about the
+    /// proposal of the last [`Step::Evaluate`] as one round: questions and proposals share
+    /// [`SessionConfig::max_rounds`]. [`NegotiationError::RoundLimit`] when no round is left (the
+    /// session is unchanged: decide without asking), [`NegotiationError::InvalidState`] when no
+    /// proposal awaits a verdict.
+    pub fn question_asked(&mut self) -> Result<(), NegotiationError> {
+        if !matches!(self.0.phase, SessionPhase::Evaluating { .. }) {
+            return Err(NegotiationError::InvalidState {
+                message: "a question about a proposal is asked while it awaits a verdict".into(),
+            });
+        }
+        machine::next_round(&mut self.0.proposals, self.0.config.max_rounds)
+    }
 }
 
 /// The requester's side: proposes first with [`RequesterSession::start`].

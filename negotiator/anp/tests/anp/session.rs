@@ -764,3 +764,39 @@ proptest! {
         drive(true, max, events);
     }
 }
+
+#[test]
+fn a_question_about_a_proposal_is_a_round_and_only_while_it_awaits_a_verdict() {
+    let mut p = ProviderSession::new(SessionConfig { max_rounds: 3 });
+    assert!(matches!(
+        p.question_asked(),
+        Err(NegotiationError::InvalidState { .. })
+    ));
+    let (_, hash) = expect_evaluate(p.receive(negotiating(0, "P")));
+    assert_eq!(p.question_asked(), Ok(()));
+    assert_eq!(p.question_asked(), Ok(()));
+    assert_eq!(p.rounds(), 3);
+    assert_eq!(
+        p.question_asked(),
+        Err(NegotiationError::RoundLimit { limit: 3 })
+    );
+    // The session still waits for its verdict, and a question asked nothing of the sequence.
+    let step = p.evaluated(&hash, Verdict::Accept);
+    let Step::Accepted {
+        send: Some(MetaMessage::ProtocolNegotiation(m)),
+        ..
+    } = step
+    else {
+        panic!("expected Accepted, got {step:?}");
+    };
+    assert_eq!(m.sequence_id, 1);
+    // A counter-proposal would be one round too many now.
+    let mut p = ProviderSession::new(SessionConfig { max_rounds: 2 });
+    let (_, hash) = expect_evaluate(p.receive(negotiating(0, "P")));
+    assert_eq!(p.question_asked(), Ok(()));
+    let counter = Verdict::Counter {
+        text: "Q".into(),
+        summary: "changed".into(),
+    };
+    expect_rejected(p.evaluated(&hash, counter), "round_limit");
+}

@@ -22,6 +22,8 @@
 //! | `generate_handler` | it does not | asks the model (1 call) |
 //! | `fix_handler` | a different handler (the failing one was the model's and the built-in reasoner can serve the protocol) | returns it (0 calls) |
 //! | `fix_handler` | `CannotFix` / `NoMapping` | asks the model with the failure (1 call) |
+//! | `assess` | as `evaluate` | as `evaluate`: the model (which may ask the peer a question) only after a built-in reject |
+//! | `answer_question` | — | asks the model (1 call) |
 //! | `draft`, `evaluate_test_cases` | anything | returns it: the built-in draft is a schema-faithful document, and test-case review checks what verification needs (they parse, and send only allowed fields) |
 //!
 //! A model failure after a built-in reject is returned as the error, not replaced by the
@@ -37,8 +39,8 @@ use parley_mapping::Mapping;
 use serde_json::Value;
 
 use super::{
-    BuiltinProtocolReasoner, Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError,
-    traced_evaluation,
+    Assessment, BuiltinProtocolReasoner, Evaluation, GeneratedHandler, Inquiry, ProtocolReasoner,
+    ProtocolReasonerError, traced_assessment, traced_evaluation,
 };
 use crate::planner::DeclaredCapability;
 use crate::usage::UsageMeter;
@@ -104,6 +106,32 @@ impl ProtocolReasoner for HybridProtocolReasoner {
             }
         })
         .await
+    }
+
+    /// As [`evaluate`](ProtocolReasoner::evaluate): the model, and so a question for the peer,
+    /// only where the built-in backend rejects.
+    async fn assess(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+        inquiry: Inquiry<'_>,
+    ) -> Result<Assessment, ProtocolReasonerError> {
+        traced_assessment(self.backend(), doc, inquiry, async {
+            match self.builtin.evaluate_sync(doc, capabilities) {
+                Evaluation::Reject { .. } => self.model.assess(doc, capabilities, inquiry).await,
+                decided => Ok(Assessment::Decided(decided)),
+            }
+        })
+        .await
+    }
+
+    /// The model answers a provider's question for the requester.
+    async fn answer_question(
+        &self,
+        doc: &ProtocolDoc,
+        question: &str,
+    ) -> Result<String, ProtocolReasonerError> {
+        self.model.answer_question(doc, question).await
     }
 
     async fn generate_handler(

@@ -24,6 +24,7 @@ mod builtin;
 mod cases;
 mod counter;
 mod hybrid;
+mod inquiry;
 mod openai;
 
 use std::fmt::Debug;
@@ -42,6 +43,7 @@ use parley_mapping::Mapping;
 
 pub use builtin::BuiltinProtocolReasoner;
 pub use hybrid::HybridProtocolReasoner;
+pub use inquiry::{Assessment, Exchange, Inquiry, requester_answer};
 pub use openai::{ModelAnswerError, OpenAiProtocolReasoner};
 
 use crate::ReasonerError;
@@ -182,6 +184,33 @@ pub trait ProtocolReasoner: Send + Sync + Debug {
         capabilities: &[DeclaredCapability],
     ) -> Result<Evaluation, ProtocolReasonerError>;
 
+    /// [`evaluate`](Self::evaluate), with the questions asked of the peer about `doc` so far
+    /// and their answers (`inquiry`); may return a question for the peer instead of a verdict
+    /// when `inquiry.may_ask` ([`Assessment::Ask`]). A backend that never asks (the built-in
+    /// one) evaluates as [`evaluate`](Self::evaluate) does.
+    async fn assess(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+        inquiry: Inquiry<'_>,
+    ) -> Result<Assessment, ProtocolReasonerError> {
+        let _ = inquiry;
+        self.evaluate(doc, capabilities)
+            .await
+            .map(Assessment::Decided)
+    }
+
+    /// As a requester: the answer to a provider's question about `doc`, the requester's own
+    /// protocol document. Without a model, [`requester_answer`]: the document's requirement and
+    /// that the requester knows nothing else.
+    async fn answer_question(
+        &self,
+        doc: &ProtocolDoc,
+        question: &str,
+    ) -> Result<String, ProtocolReasonerError> {
+        Ok(requester_answer(doc, question))
+    }
+
     /// Handler source for an agreed protocol. `mapping` is the one `evaluate` returned when it
     /// accepted (a hint; backends may recompute it).
     async fn generate_handler(
@@ -253,6 +282,31 @@ pub(crate) async fn traced_evaluation(
     let result = evaluation.instrument(span.clone()).await;
     match &result {
         Ok(evaluation) => span.record("decision", evaluation.decision()),
+        Err(e) => span.record("code", e.code()),
+    };
+    result
+}
+
+/// [`traced_evaluation`] for an [`assess`](ProtocolReasoner::assess): the same span, with the
+/// questions answered so far, and `ask` as the decision of a question.
+pub(crate) async fn traced_assessment(
+    backend: &'static str,
+    doc: &ProtocolDoc,
+    inquiry: Inquiry<'_>,
+    assessment: impl Future<Output = Result<Assessment, ProtocolReasonerError>>,
+) -> Result<Assessment, ProtocolReasonerError> {
+    let span = tracing::info_span!(
+        "reasoner.evaluate",
+        backend,
+        protocol = %doc.hash(),
+        questions = inquiry.exchanges.len(),
+        decision = tracing::field::Empty,
+        code = tracing::field::Empty,
+    );
+    let result = assessment.instrument(span.clone()).await;
+    match &result {
+        Ok(Assessment::Decided(evaluation)) => span.record("decision", evaluation.decision()),
+        Ok(Assessment::Ask { .. }) => span.record("decision", "ask"),
         Err(e) => span.record("code", e.code()),
     };
     result

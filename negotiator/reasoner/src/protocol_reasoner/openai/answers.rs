@@ -7,7 +7,7 @@ use parley_mapping::{Mapping, StatusCodes};
 use serde_json::{Map, Value};
 
 use crate::planner::DeclaredCapability;
-use crate::protocol_reasoner::{Evaluation, GeneratedHandler};
+use crate::protocol_reasoner::{Assessment, Evaluation, GeneratedHandler};
 
 /// A language model's answer that cannot be used. [`code`](Self::code) is stable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -187,6 +187,50 @@ pub(super) fn validate_evaluation(
             reason: req_str(object, "reason")?.to_owned(),
         }),
     }
+}
+
+/// Longest question for the peer a model may ask, in characters.
+const MAX_QUESTION_CHARS: usize = 2_000;
+
+/// Turns the model's evaluation into an [`Assessment`]: its evaluation, or (`"decision":
+/// "ask"`) its question for the peer. A question when none `may_ask` is the model failing to
+/// decide within the questions it had: the proposal is rejected, with the question as the reason.
+pub(super) fn validate_assessment(
+    object: &Map<String, Value>,
+    doc: &ProtocolDoc,
+    capabilities: &[DeclaredCapability],
+    may_ask: bool,
+) -> Result<Assessment, ModelAnswerError> {
+    let asks = req_str(object, "decision")?
+        .trim()
+        .eq_ignore_ascii_case("ask");
+    if !asks {
+        return validate_evaluation(object, doc, capabilities).map(Assessment::Decided);
+    }
+    let question = req_str(object, "question")?.trim();
+    if question.chars().count() > MAX_QUESTION_CHARS {
+        return Err(ModelAnswerError::InvalidField {
+            field: "question",
+            message: format!("longer than {MAX_QUESTION_CHARS} characters"),
+        });
+    }
+    Ok(if may_ask {
+        Assessment::Ask {
+            question: question.to_owned(),
+        }
+    } else {
+        Assessment::Decided(Evaluation::Reject {
+            reason: format!(
+                "the proposal is still unclear after the questions this provider may ask: \
+                 {question}"
+            ),
+        })
+    })
+}
+
+/// The model's answer, as the requester, to a provider's question.
+pub(super) fn validate_answer(object: &Map<String, Value>) -> Result<String, ModelAnswerError> {
+    Ok(req_str(object, "answer")?.trim().to_owned())
 }
 
 /// The [`Mapping`] of a model's accept. The model maps fields in its head, so this mapping only

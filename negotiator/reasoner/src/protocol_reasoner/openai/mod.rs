@@ -28,6 +28,8 @@
 //! | draft | `{"protocol": "<markdown>"}` |
 //! | test cases | `{"decision": ..., "reason", "testCases"?: [...], "modificationSummary"?}` |
 //! | review a fix (as requester) | `{"decision": "accept"\|"reject", "reason"}` |
+//! | assess (evaluate, questions allowed) | evaluate's object, or `{"decision": "ask", "reason", "question"}` |
+//! | answer a provider's question (as requester) | `{"answer": "<text>"}` |
 //!
 //! Every answer is validated before it is used, and anything unusable is a typed error
 //! ([`ModelAnswerError`], wrapped in [`ProtocolReasonerError::ModelAnswer`]; transport
@@ -65,12 +67,13 @@ use serde_json::{Map, Value};
 pub use answers::ModelAnswerError;
 
 use self::answers::{
-    json_object, validate_draft, validate_evaluation, validate_fix_review, validate_handler,
-    validate_test_cases_verdict,
+    json_object, validate_answer, validate_assessment, validate_draft, validate_evaluation,
+    validate_fix_review, validate_handler, validate_test_cases_verdict,
 };
 use self::prompts::Prompt;
 use super::{
-    Evaluation, GeneratedHandler, ProtocolReasoner, ProtocolReasonerError, traced_evaluation,
+    Assessment, Evaluation, GeneratedHandler, Inquiry, ProtocolReasoner, ProtocolReasonerError,
+    traced_assessment, traced_evaluation,
 };
 use crate::ReasonerError;
 use crate::chat::{ChatClient, OpenAiConfig, system, user};
@@ -208,11 +211,52 @@ impl ProtocolReasoner for OpenAiProtocolReasoner {
                 });
             }
             let answer = self
-                .ask_json(ModelPurpose::Evaluate, prompts::evaluate(doc, capabilities))
+                .ask_json(
+                    ModelPurpose::Evaluate,
+                    prompts::evaluate(doc, capabilities, Inquiry::default()),
+                )
                 .await?;
             Ok(validate_evaluation(&answer, doc, capabilities)?)
         })
         .await
+    }
+
+    /// One call, as [`evaluate`](ProtocolReasoner::evaluate), its prompt carrying the questions
+    /// and answers so far and, while `inquiry.may_ask`, the `ask` decision.
+    async fn assess(
+        &self,
+        doc: &ProtocolDoc,
+        capabilities: &[DeclaredCapability],
+        inquiry: Inquiry<'_>,
+    ) -> Result<Assessment, ProtocolReasonerError> {
+        if capabilities.is_empty() {
+            return self
+                .evaluate(doc, capabilities)
+                .await
+                .map(Assessment::Decided);
+        }
+        traced_assessment(self.backend(), doc, inquiry, async {
+            let prompt = prompts::evaluate(doc, capabilities, inquiry);
+            let answer = self.ask_json(ModelPurpose::Evaluate, prompt).await?;
+            Ok(validate_assessment(
+                &answer,
+                doc,
+                capabilities,
+                inquiry.may_ask,
+            )?)
+        })
+        .await
+    }
+
+    /// One call; the question reaches the model as data, beside the requester's document.
+    async fn answer_question(
+        &self,
+        doc: &ProtocolDoc,
+        question: &str,
+    ) -> Result<String, ProtocolReasonerError> {
+        let prompt = prompts::answer_question(doc, question);
+        let answer = self.ask_json(ModelPurpose::AnswerQuestion, prompt).await?;
+        Ok(validate_answer(&answer)?)
     }
 
     async fn generate_handler(
