@@ -505,9 +505,17 @@ fn connect_agents(
             setting: e.setting(),
             message: e.to_string(),
         })?;
+    // A provider's questions are answered by the configured model, if any.
+    let answerer: Option<Arc<dyn ProtocolReasoner>> = match reasoner_config(settings) {
+        ReasonerConfig::OpenAi(openai) => Some(Arc::new(
+            OpenAiProtocolReasoner::new(openai).map_err(StartupError::ProtocolReasoner)?,
+        )),
+        ReasonerConfig::Builtin => None,
+    };
     let requester = Requester {
         max_rounds: settings.negotiation.max_rounds,
         tls,
+        answerer,
         ..Requester::new(store.clone())
     };
     if !capabilities.connect_agents(Arc::new(BindingRequester::new(requester))) {

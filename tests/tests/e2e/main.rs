@@ -42,6 +42,7 @@ mod negotiation;
 mod openai_backend;
 mod per_address;
 mod provider_cases;
+mod questions;
 mod requester;
 mod router;
 mod seed003;

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{ConfigError, ProtocolBackend, invalid};
 
+/// Most questions a negotiation may allow: each one is a model call and a round trip to the peer.
+const MAX_QUESTIONS: u32 = 20;
+
 /// Settings of the provider's negotiation (the `[negotiation]` table).
 #[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -15,6 +18,9 @@ pub struct NegotiationLimits {
     pub max_rounds: u32,
     /// How often a handler that fails verification is regenerated before giving up.
     pub fix_attempts: u32,
+    /// Questions the protocol reasoner may ask the requester (`naturalLanguageNegotiation`) in
+    /// one negotiation before it must decide; each is also a round of `max_rounds`. 0: never.
+    pub max_questions: u32,
     /// Serve a handler's compiled form (the built-in reasoner's mapping, run without a
     /// JavaScript engine) once it answered every test case as the JavaScript did. Off: the
     /// JavaScript always serves.
@@ -43,6 +49,7 @@ impl Default for NegotiationLimits {
             backend: ProtocolBackend::Auto,
             max_rounds: 10,
             fix_attempts: 2,
+            max_questions: 3,
             compiled_handlers: true,
             max_protocol_bytes: doc.max_bytes,
             max_schema_nodes: doc.max_schema_nodes,
@@ -73,6 +80,12 @@ impl NegotiationLimits {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.max_rounds == 0 {
             return Err(invalid("negotiation.max_rounds", "must be at least 1"));
+        }
+        if self.max_questions > MAX_QUESTIONS {
+            return Err(invalid(
+                "negotiation.max_questions",
+                format!("must be 0 to {MAX_QUESTIONS}"),
+            ));
         }
         // Beyond a year, `validUntil` promises more than an agent can keep.
         if !(1..=31_536_000).contains(&self.agreement_valid_for_s) {
@@ -127,6 +140,13 @@ mod tests {
                     ..Default::default()
                 },
                 "negotiation.max_test_cases",
+            ),
+            (
+                NegotiationLimits {
+                    max_questions: 21,
+                    ..Default::default()
+                },
+                "negotiation.max_questions",
             ),
         ] {
             let err = limits.validate().expect_err(setting);

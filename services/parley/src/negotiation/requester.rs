@@ -24,6 +24,7 @@ mod binding;
 mod cases;
 mod channel;
 mod counter;
+mod question;
 mod request;
 
 pub use binding::BindingRequester;
@@ -149,6 +150,10 @@ pub struct Requester {
     /// Reviews a provider's error report once the guard rails allowed it (and may only decline
     /// it); without one, what the guard rails allow is accepted.
     pub reviewer: Option<Arc<dyn ProtocolReasoner>>,
+    /// Answers a provider's questions about the proposal (`naturalLanguageNegotiation`) from
+    /// the protocol document, with a model; without one, the document's requirement is the
+    /// answer, saying the requester knows nothing else.
+    pub answerer: Option<Arc<dyn ProtocolReasoner>>,
     /// The framing this requester speaks to providers.
     pub wire: Wire,
     /// What it trusts and presents over `https://` and `wss://`.
@@ -302,8 +307,8 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             Step::Wait
             | Step::TestCasesRejected { .. }
             | Step::FixDeclined { .. }
-            | Step::FixAccepted { .. }
-            | Step::Converse(_) => Next::Peer,
+            | Step::FixAccepted { .. } => Next::Peer,
+            Step::Converse(nl) => self.answer_question(nl).await?,
             Step::Evaluate { text, hash } => {
                 self.report("evaluating counter-proposal");
                 let verdict = judge_counter(self.doc, &text);
@@ -374,6 +379,7 @@ impl Requester {
             store,
             max_rounds: 10,
             reviewer: None,
+            answerer: None,
             wire: Wire::Nlip,
             tls: crate::tls::ClientTls::default(),
             token: None,

@@ -12,6 +12,7 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::build::{Built, Source};
+use super::inquiry::Assessed;
 use super::state::{self, Negotiation, NegotiationState};
 use super::{Provider, reasoner_error};
 use crate::audit::Actor;
@@ -51,6 +52,8 @@ pub(super) struct Turn {
     peer_fixes_errors: bool,
     /// Whether the peer's hello announced `testCasesNegotiation` (see `cases`).
     pub peer_takes_cases: bool,
+    /// Whether the peer takes `naturalLanguageNegotiation` requests (as above): questions.
+    pub peer_answers: bool,
     /// The protocol made active in this turn (see [`MetaTurn::agreed`]).
     pub agreed: Option<ProtocolHash>,
 }
@@ -126,6 +129,7 @@ impl Provider {
         state: &mut NegotiationState,
         turn: &mut Turn,
     ) -> Result<(), ApiError> {
+        super::inquiry::check_response(state, &value)?;
         let fresh = match &state.negotiation {
             // A peer's `rejected` after the end echoes it: it goes to the negotiation it ends.
             Some(n) => n.session.is_closed() && well_formed && !ends_negotiation(&value),
@@ -154,11 +158,14 @@ impl Provider {
                 disputed: None,
                 proposed: None,
                 generated_cases: None,
+                questions: Default::default(),
             });
         }
         turn.peer_fixes_errors =
             state.peer_supports(parley_anp::messages::capability::FIX_ERROR_NEGOTIATION);
         turn.peer_takes_cases = state.peer_takes_cases();
+        turn.peer_answers =
+            state.peer_supports(parley_anp::messages::capability::NATURAL_LANGUAGE_NEGOTIATION);
         let negotiation = state
             .negotiation
             .as_mut()
@@ -193,10 +200,10 @@ impl Provider {
                 Step::FixDeclined { .. } if negotiation.handler_id.is_some() => return Ok(()),
                 Step::FixDeclined { reason } => fix_declined(negotiation, &reason, turn),
                 Step::Evaluate { text, hash } => {
-                    negotiation.proposed = Some(hash);
-                    let verdict = self.evaluate(&text, &negotiation.meter, turn).await?;
-                    turn.summary.push(evaluated(&hash, &verdict));
-                    negotiation.session.evaluated(&hash, verdict)
+                    match self.consider(negotiation, &text, hash, turn).await? {
+                        Some(step) => step,
+                        None => return Ok(()),
+                    }
                 }
                 Step::Accepted { text, send, .. } => {
                     turn.outbox.extend(send);
@@ -249,7 +256,10 @@ impl Provider {
                         .push(self.converse(&nl, &negotiation.meter).await?);
                     return Ok(());
                 }
-                Step::Converse(_) => return Ok(()),
+                Step::Converse(nl) => match self.answered(negotiation, nl, turn).await? {
+                    Some(step) => step,
+                    None => return Ok(()),
+                },
             };
         }
     }
@@ -302,28 +312,36 @@ impl Provider {
         Ok(self.rebuild(negotiation, description).await?.into_result())
     }
 
-    /// The reasoner's verdict on a proposal; a backend failure is an error for the caller,
-    /// never an empty or default verdict.
-    async fn evaluate(
+    /// The reasoner's verdict on a proposal, or its question for the peer (`inquiry`: what
+    /// was asked and answered, and whether it may ask); a backend failure is an error for the
+    /// caller, never an empty or default verdict.
+    pub(super) async fn evaluate(
         &self,
         text: &str,
         meter: &UsageMeter,
         turn: &mut Turn,
-    ) -> Result<Verdict, ApiError> {
+        inquiry: parley_reasoner::Inquiry<'_>,
+    ) -> Result<Assessed, ApiError> {
         let doc = match read_proposal(text, self.limits.doc_limits()).await {
             Ok(doc) => doc,
             Err(e) => {
-                return Ok(Verdict::Reject {
+                return Ok(Assessed::Verdict(Verdict::Reject {
                     reason: format!("the protocol document is not usable: {e}"),
-                });
+                }));
             }
         };
         metrics::reasoner_call(self.reasoner.backend(), "evaluate");
-        let evaluation = self
+        let assessment = self
             .protocol_reasoner(meter)
-            .evaluate(&doc, &self.specs)
+            .assess(&doc, &self.specs, inquiry)
             .await
             .map_err(reasoner_error)?;
+        let evaluation = match assessment {
+            parley_reasoner::Assessment::Decided(evaluation) => evaluation,
+            parley_reasoner::Assessment::Ask { question } => {
+                return Ok(Assessed::Question(question));
+            }
+        };
         let verdict = evaluation.verdict();
         if let parley_reasoner::Evaluation::Accept { mapping } = evaluation {
             turn.mapping = Some(mapping);
@@ -335,7 +353,7 @@ impl Provider {
                 doc.inferred().join("; ")
             ));
         }
-        Ok(verdict)
+        Ok(Assessed::Verdict(verdict))
     }
 
     /// The natural-language reasoner's answer to a `naturalLanguageNegotiation` request.
@@ -442,7 +460,7 @@ async fn read_proposal(
 }
 
 /// What the summary says of a verdict on protocol `hash`.
-fn evaluated(hash: &parley_anp::ProtocolHash, verdict: &Verdict) -> String {
+pub(super) fn evaluated(hash: &parley_anp::ProtocolHash, verdict: &Verdict) -> String {
     match verdict {
         Verdict::Accept => format!("Protocol {hash} accepted."),
         Verdict::Counter { .. } => {

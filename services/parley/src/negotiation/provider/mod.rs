@@ -26,6 +26,7 @@ mod cases;
 mod compiled;
 mod driver;
 mod hello;
+mod inquiry;
 mod outcome;
 mod serve;
 mod state;

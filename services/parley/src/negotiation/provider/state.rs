@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::inquiry::Questions;
 use crate::error::ApiError;
 
 /// The provider's state of one conversation.
@@ -58,6 +59,9 @@ pub(super) struct Negotiation {
     /// test cases of its own: what is proposed to the peer (see `cases`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated_cases: Option<Vec<TestCase>>,
+    /// The questions asked of the peer through `naturalLanguageNegotiation` (see `inquiry`).
+    #[serde(default, skip_serializing_if = "Questions::is_empty")]
+    pub questions: Questions,
 }
 
 /// A handler the peer's expectations dispute, with the verification that showed it.
