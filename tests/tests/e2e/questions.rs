@@ -304,6 +304,63 @@ async fn questions_count_as_rounds() {
     provider.stop().await;
 }
 
+#[tokio::test]
+async fn a_requester_answers_at_most_its_round_limit_of_questions() {
+    let _turn = MODEL.lock().await;
+    let model = ScriptedOpenAi::start().await;
+    model.set_fallback(ask());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = model_settings(dir.path(), &model);
+    settings.negotiation.max_questions = 5;
+    let provider = TestApp::spawn(&settings).await;
+    let local = tempfile::tempdir().expect("tempdir");
+    let requester = Requester {
+        max_rounds: 2,
+        ..new_requester(local.path()).await
+    };
+
+    let negotiated = requester
+        .negotiate(&provider.url(), &product_protocol(), |_| {})
+        .await
+        .expect("negotiation runs");
+    assert!(
+        matches!(&negotiated.outcome, Outcome::Rejected { code, .. } if code == "too_many_questions"),
+        "{:?}",
+        negotiated.outcome
+    );
+    let kinds: Vec<String> = questions(&negotiated.transcript)
+        .into_iter()
+        .map(|q| q.1)
+        .collect();
+    assert_eq!(
+        kinds,
+        ["REQUEST", "RESPONSE", "REQUEST", "RESPONSE", "REQUEST"]
+    );
+    // The provider was told, and its negotiation ended with it.
+    let (direction, last) = negotiated.transcript.last().expect("a transcript");
+    assert_eq!(*direction, Direction::Outbound);
+    assert_eq!(
+        (&last["action"], &last["status"]),
+        (&json!("protocolNegotiation"), &json!("rejected"))
+    );
+    let ended = store_of(&settings)
+        .await
+        .list_audit(parley_store::AuditFilter {
+            action: Some("negotiation.end".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("audit");
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0].outcome, "rejected");
+    assert_eq!(
+        ended[0].detail.as_ref().map(|d| &d["reason"]),
+        Some(&json!("peer_rejected"))
+    );
+    provider.stop().await;
+}
+
 /// Meta-protocol messages in one control message of `conversation`: status and reply.
 async fn send_meta(
     app: &TestApp,

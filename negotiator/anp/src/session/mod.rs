@@ -47,6 +47,8 @@
 //!   either side's counter-proposal). A peer's `accepted` naming any other text — including the
 //!   very first message of a negotiation arriving already `accepted` — is refused with
 //!   [`NegotiationError::UnevaluatedAcceptance`].
+//! - A peer may end the negotiation with `rejected` or `timeout` also while this side owes it a
+//!   verdict (it gave up on a question, say).
 //! - Every status is handled: `timeout` ends the session cleanly ([`NegotiationError::Timeout`];
 //!   Parley never sends one to a peer: it is not in the seed's list, and AgentConnect fails on it),
 //!   `codeGeneration` `error` is a failure ([`NegotiationError::CodeGeneration`]).

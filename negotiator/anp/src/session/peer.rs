@@ -88,6 +88,10 @@ impl Core {
                     message: "protocolNegotiation before this side proposed".into(),
                 });
             }
+            // The peer may end the negotiation while this side owes an answer (it asked this
+            // side no more than it will answer): its `rejected` or `timeout` is taken.
+            SessionPhase::Evaluating { .. }
+                if matches!(m.status, MetaStatus::Rejected | MetaStatus::Timeout) => {}
             SessionPhase::Evaluating { .. } => {
                 return self.fail(NegotiationError::OutOfTurn {
                     message: "protocolNegotiation while this side still owes an answer".into(),

@@ -800,3 +800,24 @@ fn a_question_about_a_proposal_is_a_round_and_only_while_it_awaits_a_verdict() {
     };
     expect_rejected(p.evaluated(&hash, counter), "round_limit");
 }
+
+#[test]
+fn the_peer_may_end_the_negotiation_while_a_verdict_is_owed() {
+    for status in [MetaStatus::Rejected, MetaStatus::Timeout] {
+        let mut p = provider();
+        expect_evaluate(p.receive(negotiating(0, "P")));
+        let step = p.receive(pn(1, "", status));
+        let Step::Rejected { reason, send: None } = step else {
+            panic!("ended quietly: {step:?}");
+        };
+        assert!(matches!(
+            reason,
+            NegotiationError::PeerRejected { .. } | NegotiationError::Timeout { .. }
+        ));
+        assert!(p.is_closed());
+    }
+    // Anything else is still out of turn.
+    let mut p = provider();
+    expect_evaluate(p.receive(negotiating(0, "P")));
+    expect_rejected(p.receive(negotiating(1, "Q")), "out_of_turn");
+}

@@ -5,10 +5,10 @@
 //! knows nothing else. Whatever the framing, the answer goes with the loop's next exchange.
 //!
 //! A provider gets at most [`Requester::max_rounds`] answers in one negotiation: one that keeps
-//! asking ends it (`too_many_questions`).
+//! asking is sent `rejected`, and the negotiation ends (`too_many_questions`).
 
 use parley_anp::MetaMessage;
-use parley_anp::messages::{NaturalLanguageNegotiation, NlMessageType};
+use parley_anp::messages::{MetaStatus, NaturalLanguageNegotiation, NlMessageType};
 use parley_store::Direction;
 
 use super::{MetaChannel, Next, Outcome, Progress, RequesterError, Run};
@@ -23,12 +23,26 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
             return Ok(Next::Peer);
         }
         if self.answers_given() >= self.requester.max_rounds as usize {
+            let reason = format!(
+                "the provider asked more than {} questions",
+                self.requester.max_rounds
+            );
+            // The provider is told, so that its negotiation ends too; its answer does not
+            // matter any more.
+            let seq = self
+                .session
+                .last_sequence_id()
+                .map_or(0, |s| s.saturating_add(1));
+            let end = MetaMessage::protocol_negotiation(
+                seq,
+                "",
+                Some(reason.clone()),
+                MetaStatus::Rejected,
+            );
+            let _ = self.channel.notify("Negotiation ended.", &[end]).await;
             let outcome = Outcome::Rejected {
                 code: "too_many_questions".to_owned(),
-                reason: format!(
-                    "the provider asked more than {} questions",
-                    self.requester.max_rounds
-                ),
+                reason,
             };
             return Ok(Next::Done(self.doc.hash(), outcome));
         }
