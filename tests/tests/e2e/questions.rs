@@ -1,7 +1,8 @@
 //! The provider's model asks the requester about a proposal (`naturalLanguageNegotiation`)
 //! before deciding: a Parley requester answers under the same `messageId`, over NLIP and over
-//! seed 002's `/anp`, from its document or with a model of its own; the provider's model decides
-//! with the answer; questions are bounded; a `RESPONSE` to no question is an error.
+//! seed 002's `/anp`, from its document or with a model of its own (an `agent` binding with the
+//! server's); the provider's model decides with the answer; questions are bounded on both sides;
+//! a `RESPONSE` to no question is an error.
 
 use std::sync::Arc;
 
@@ -456,4 +457,51 @@ async fn a_response_under_another_message_id_is_an_error_and_the_question_stays_
     assert_eq!(error.code, "unknown_message_id");
     assert!(error.message.contains("no question"), "{}", error.message);
     provider.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_binding_answers_with_the_servers_model() {
+    let _turn = MODEL.lock().await;
+    let desk_model = ScriptedOpenAi::start().await;
+    desk_model.push(ask());
+    desk_model.push(accept());
+    desk_model.push(handler().await);
+    let front_model = ScriptedOpenAi::start().await;
+    const ANSWER: &str = "The front desk passes on the catalogue's own ids.";
+    front_model.push(ScriptedReply::text(json!({"answer": ANSWER}).to_string()));
+    let desk_dir = tempfile::tempdir().expect("tempdir");
+    let desk = TestApp::spawn(&model_settings(desk_dir.path(), &desk_model)).await;
+    let front_dir = tempfile::tempdir().expect("tempdir");
+    let mut front_settings = test_settings(front_dir.path());
+    front_settings.capabilities = None;
+    front_settings.sandbox.deadline_ms = 10_000;
+    front_settings.reasoner = parley::config::ReasonerKind::Openai;
+    front_settings.openai.base_url = front_model.base_url();
+    let file = parley_tests::repo_root().join("examples/front-desk/capabilities.toml");
+    let base = format!("http://{}", desk.addr);
+    let capabilities = parley_tests::capabilities_with(&file, &[("PRODUCT_DESK_URL", &base)]);
+    let front = TestApp::spawn_with(&front_settings, capabilities).await;
+
+    // A tool call: the front desk's binding negotiates with the desk, whose model asks first.
+    let call = json!({"format": "structured", "subformat": "json",
+                      "content": {"tool": "getProductInfo", "arguments": {"productId": "P12345"}}});
+    let (status, reply) = parley_tests::post_json(&front.url(), &call).await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(
+        reply.to_string().contains("High-performance Laptop"),
+        "{reply}"
+    );
+    let asked = front_model.requests();
+    assert_eq!(
+        asked.len(),
+        1,
+        "the front desk's model answered the question"
+    );
+    assert!(asked[0].body["messages"].to_string().contains(QUESTION));
+    assert!(
+        prompt(&desk_model, 1).contains(ANSWER),
+        "the desk decided with it"
+    );
+    front.stop().await;
+    desk.stop().await;
 }
