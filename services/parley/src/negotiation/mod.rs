@@ -24,6 +24,7 @@
 //! `server`; the provider and requester stay as they are.
 
 pub mod anp;
+pub mod fix_report;
 pub mod jsonrpc;
 pub mod nlip;
 pub mod provider;

@@ -51,6 +51,7 @@ impl Requester {
             answer,
             renegotiated,
             reply: None,
+            fixed: None,
         })
     }
 
@@ -93,6 +94,7 @@ impl Requester {
                         answer,
                         renegotiated,
                         reply: None,
+                        fixed: None,
                     };
                     return Ok(Requested::Protocol {
                         hash,
