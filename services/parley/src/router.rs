@@ -129,6 +129,7 @@ mod tests {
     fn routed(message: &Message) -> &'static str {
         match route(message) {
             Route::Meta(_) => "meta",
+            Route::Fix(_) => "fix",
             Route::Control => "control",
             Route::Application(_) => "application",
             Route::ToolCall(Ok(_)) => "tool",
@@ -213,5 +214,22 @@ mod tests {
             "a".repeat(64),
         ));
         assert_eq!(routed(&application), "application");
+    }
+
+    #[test]
+    fn a_fix_report_is_one_only_when_it_names_a_protocol() {
+        let fix = parley_anp::MetaMessage::fix_error_negotiation(
+            "wrong",
+            parley_anp::MetaStatus::Negotiating,
+        );
+        let in_negotiation = nlip::wrap("fix", &[fix]);
+        assert_eq!(routed(&in_negotiation), "meta");
+        let report = crate::negotiation::fix_report::FixReport::new(
+            ProtocolHash::of("a protocol"),
+            json!({"productId": "P1"}),
+            None,
+            "wrong",
+        );
+        assert_eq!(routed(&report.to_message()), "fix");
     }
 }
