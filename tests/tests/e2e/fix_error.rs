@@ -1,13 +1,15 @@
 //! The run-time `fixErrorNegotiation`, over real sockets: an answer that breaks the agreed
 //! protocol is reported by the requester; the provider checks it again and either fixes its
 //! handler (a new handler version of the same protocol hash, made by its model from the report)
-//! or refuses with its reasons; and only a peer that may call the protocol can make it rebuild.
+//! or refuses with its reasons; over NLIP and over seed 002's framing (`/anp`); and only a peer
+//! that may call the protocol can make it rebuild.
 
 use std::sync::Arc;
 
 use parley::config::{ProtocolBackend, ReasonerKind, Settings};
+use parley::negotiation::anp::AnpOptions;
 use parley::negotiation::fix_report::{FixAnswer, FixReport};
-use parley::negotiation::requester::Outcome;
+use parley::negotiation::requester::{Outcome, Requester, Wire};
 use parley_anp::ProtocolHash;
 use parley_auth::{Grants, Scope};
 use parley_nlip::{ErrorInfo, Message};
@@ -295,5 +297,43 @@ async fn a_peer_that_may_not_call_the_protocol_cannot_make_it_rebuild() {
         .expect("the audit log");
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0].address.as_deref(), Some("127.0.0.2"));
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn over_seed_002s_framing_the_report_goes_on_the_connection_of_the_call() {
+    let _turn = MODEL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (model, provider, settings, right) = faulty_provider(dir.path()).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = Requester {
+        wire: Wire::Anp(AnpOptions::default()),
+        ..new_requester(requester_dir.path()).await
+    };
+    // No path: the provider's `/anp`.
+    let base = format!("http://{}", provider.addr);
+    let negotiated = requester
+        .negotiate(&base, &product_protocol(), |_| {})
+        .await
+        .expect("negotiate");
+    assert_eq!(
+        negotiated.outcome,
+        Outcome::Agreed,
+        "{:?}",
+        negotiated.transcript
+    );
+    let store = store_of(&settings).await;
+    let before = active(&store, &negotiated.hash).await.id;
+
+    let called = requester
+        .call(&base, &negotiated.hash, request("a-1", BROKEN_FOR))
+        .await
+        .expect("answered by the fixed handler");
+    assert_eq!(called.answer["status"]["code"], 200, "{:?}", called.answer);
+    assert!(called.fixed.is_some(), "{called:?}");
+    assert_eq!(model.requests().len(), 3, "evaluate, generate, fix");
+    let after = active(&store, &negotiated.hash).await;
+    assert_ne!(after.id, before);
+    assert_eq!(after.source, right);
     provider.stop().await;
 }

@@ -14,6 +14,11 @@
 //! The provider answers with a control message carrying a `fixErrorNegotiation` of status
 //! `accepted` (a new handler version of the same protocol serves; call again) or `rejected`
 //! (its `errorDescription` says why), the protocol token echoed.
+//!
+//! On seed 002's framing (`/anp`) the same meta-protocol object travels in a meta frame on a
+//! connection that agreed the protocol (its messages name no protocol); the `request` field
+//! tells it from a negotiation's `fixErrorNegotiation` ([`FixReport::is_report`]), and the
+//! answer is a meta frame.
 
 use parley_anp::messages::MetaStatus;
 use parley_anp::{MetaMessage, ProtocolHash};
@@ -104,34 +109,47 @@ impl FixReport {
             return None;
         }
         let hash = protocol_of(message)?;
-        Some(hash.map_err(ApiError::BadProtocolToken).and_then(|hash| {
-            let invalid = |why: &str| {
-                ApiError::InvalidProtocolMessage(format!(
-                    "a fixErrorNegotiation about protocol {hash} {why}"
-                ))
-            };
-            let description = match MetaMessage::from_value(value.clone()) {
-                Ok(MetaMessage::FixErrorNegotiation(fix))
-                    if fix.status == MetaStatus::Negotiating =>
-                {
-                    fix.error_description
-                }
-                Ok(_) => return Err(invalid("reports an error with status `negotiating`")),
-                Err(e) => return Err(invalid(&format!("is malformed: {e}"))),
-            };
-            let request = value
-                .get(REQUEST_FIELD)
-                .filter(|r| r.is_object())
-                .cloned()
-                .ok_or_else(|| {
-                    invalid("carries the request whose answer was wrong in `request` (an object)")
-                })?;
-            Ok(FixReport {
-                hash,
-                request,
-                description,
-            })
-        }))
+        Some(
+            hash.map_err(ApiError::BadProtocolToken)
+                .and_then(|hash| FixReport::from_value(hash, value)),
+        )
+    }
+
+    /// Whether meta-protocol object `value` is a run-time report: a `fixErrorNegotiation`
+    /// carrying a request. On a framing whose messages name no protocol (seed 002's) this, on a
+    /// connection that agreed one, tells it from the `fixErrorNegotiation` of a negotiation.
+    pub fn is_report(value: &Value) -> bool {
+        value.get("action").and_then(Value::as_str) == Some("fixErrorNegotiation")
+            && value.get(REQUEST_FIELD).is_some()
+    }
+
+    /// The report `value` (a `fixErrorNegotiation`) makes about protocol `hash`; `Err` when it
+    /// is unusable (a status other than `negotiating`, no request).
+    pub fn from_value(hash: ProtocolHash, value: &Value) -> Result<FixReport, ApiError> {
+        let invalid = |why: &str| {
+            ApiError::InvalidProtocolMessage(format!(
+                "a fixErrorNegotiation about protocol {hash} {why}"
+            ))
+        };
+        let description = match MetaMessage::from_value(value.clone()) {
+            Ok(MetaMessage::FixErrorNegotiation(fix)) if fix.status == MetaStatus::Negotiating => {
+                fix.error_description
+            }
+            Ok(_) => return Err(invalid("reports an error with status `negotiating`")),
+            Err(e) => return Err(invalid(&format!("is malformed: {e}"))),
+        };
+        let request = value
+            .get(REQUEST_FIELD)
+            .filter(|r| r.is_object())
+            .cloned()
+            .ok_or_else(|| {
+                invalid("carries the request whose answer was wrong in `request` (an object)")
+            })?;
+        Ok(FixReport {
+            hash,
+            request,
+            description,
+        })
     }
 }
 
@@ -165,20 +183,24 @@ impl FixAnswer {
     /// The answer a provider's `reply` carries: its `fixErrorNegotiation` of status `accepted`
     /// or `rejected`; `None` when it carries none.
     pub fn from_reply(reply: &Message) -> Option<FixAnswer> {
-        meta_values(reply)
-            .into_iter()
-            .find_map(|v| match MetaMessage::from_value(v) {
-                Ok(MetaMessage::FixErrorNegotiation(fix)) => match fix.status {
-                    MetaStatus::Accepted => Some(FixAnswer::Fixed {
-                        description: fix.error_description,
-                    }),
-                    MetaStatus::Rejected => Some(FixAnswer::Refused {
-                        reason: fix.error_description,
-                    }),
-                    MetaStatus::Negotiating | MetaStatus::Timeout => None,
-                },
-                _ => None,
-            })
+        meta_values(reply).iter().find_map(FixAnswer::from_value)
+    }
+
+    /// The answer meta-protocol object `value` is, if it is one.
+    pub fn from_value(value: &Value) -> Option<FixAnswer> {
+        let Ok(MetaMessage::FixErrorNegotiation(fix)) = MetaMessage::from_value(value.clone())
+        else {
+            return None;
+        };
+        match fix.status {
+            MetaStatus::Accepted => Some(FixAnswer::Fixed {
+                description: fix.error_description,
+            }),
+            MetaStatus::Rejected => Some(FixAnswer::Refused {
+                reason: fix.error_description,
+            }),
+            MetaStatus::Negotiating | MetaStatus::Timeout => None,
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! provider itself says its handler answered outside the schema (Parley's `invalid_response`
 //! error: a Parley provider checks its handler's answers and does not send them). A call makes
 //! at most one report: when the provider fixed its handler the request goes once more and that
-//! answer is checked like the first, but a second bad answer is only an error.
+//! answer is checked like the first, but a second bad answer is only an error. Over NLIP the
+//! report is a control message naming the protocol; over seed 002's framing a meta frame on the
+//! connection that agreed it.
 
 use parley_anp::{ProtocolDoc, ProtocolHash};
 use parley_nlip::{Content, ErrorInfo, Format, Message};
@@ -13,6 +15,7 @@ use serde_json::Value;
 
 use super::{Requester, RequesterError};
 use crate::client::NlipClient;
+use crate::negotiation::anp::AnpLink;
 use crate::negotiation::fix_report::{FixAnswer, FixReport};
 
 /// An answer of an agreed protocol, checked.
@@ -43,35 +46,86 @@ pub struct Fixed {
     pub provider: String,
 }
 
-/// Checks the provider's `reply` to a request of `doc`'s protocol.
+/// Checks the provider's NLIP `reply` to a request of `doc`'s protocol.
 pub(super) fn check(doc: &ProtocolDoc, reply: &Message) -> Checked {
-    if let Some(err) = ErrorInfo::from_message(reply) {
-        if err.code == "invalid_response" {
-            return Checked::Wrong(Wrong {
-                violation: format!(
-                    "the provider's handler answered outside the response schema: {}",
-                    err.message
-                ),
-                answer: None,
-            });
-        }
-        return Checked::Failed(RequesterError::Peer {
+    let answered = match (
+        ErrorInfo::from_message(reply),
+        &reply.format,
+        &reply.content,
+    ) {
+        (Some(err), _, _) => Err(RequesterError::Peer {
             code: err.code,
             message: err.message,
-        });
-    }
-    let answer = match (&reply.format, &reply.content) {
-        (Format::Structured, Content::Json(v)) => v.clone(),
-        _ => {
-            return Checked::Failed(RequesterError::InvalidAnswer("not structured JSON".into()));
-        }
-    };
-    match doc.validate_response(&answer) {
-        Ok(()) => Checked::Answer(answer),
-        Err(v) => Checked::Wrong(Wrong {
-            violation: v.to_string(),
-            answer: Some(answer),
         }),
+        (None, Format::Structured, Content::Json(v)) => Ok(v.clone()),
+        (None, _, _) => Err(RequesterError::InvalidAnswer("not structured JSON".into())),
+    };
+    check_answer(doc, answered)
+}
+
+/// Checks what the provider answered a request of `doc`'s protocol with.
+fn check_answer(doc: &ProtocolDoc, answered: Result<Value, RequesterError>) -> Checked {
+    match answered {
+        Ok(answer) => match doc.validate_response(&answer) {
+            Ok(()) => Checked::Answer(answer),
+            Err(v) => Checked::Wrong(Wrong {
+                violation: v.to_string(),
+                answer: Some(answer),
+            }),
+        },
+        Err(RequesterError::Peer { code, message }) if code == "invalid_response" => {
+            Checked::Wrong(Wrong {
+                violation: format!(
+                    "the provider's handler answered outside the response schema: {message}"
+                ),
+                answer: None,
+            })
+        }
+        Err(e) => Checked::Failed(e),
+    }
+}
+
+/// What the provider said to the report of `wrong` about protocol `hash`: its account of the
+/// fix, or the error the call ends with.
+fn provider_fixed(
+    hash: &ProtocolHash,
+    wrong: &Wrong,
+    reported: Result<FixAnswer, RequesterError>,
+) -> Result<String, RequesterError> {
+    match reported {
+        Ok(FixAnswer::Fixed { description }) => Ok(description),
+        Ok(FixAnswer::Refused { reason }) => Err(RequesterError::FixRefused {
+            hash: hash.to_string(),
+            violation: wrong.violation.clone(),
+            reason,
+        }),
+        Err(e) => Err(RequesterError::InvalidAnswer(format!(
+            "{} (the provider did not take the error report: {e})",
+            wrong.violation
+        ))),
+    }
+}
+
+/// The answer to the request sent again after the provider fixed its handler (`provider`, its
+/// account), checked: it must follow the protocol this time.
+fn after_fix(
+    again: Checked,
+    wrong: Wrong,
+    provider: String,
+) -> Result<(Value, Fixed), RequesterError> {
+    match again {
+        Checked::Answer(answer) => Ok((
+            answer,
+            Fixed {
+                violation: wrong.violation,
+                provider,
+            },
+        )),
+        Checked::Wrong(again) => Err(RequesterError::InvalidAnswer(format!(
+            "{} (after the provider fixed its handler for: {})",
+            again.violation, wrong.violation
+        ))),
+        Checked::Failed(e) => Err(e),
     }
 }
 
@@ -105,8 +159,8 @@ impl Requester {
     }
 
     /// The first answer broke the protocol (`wrong`): reports it, and when the provider fixed
-    /// its handler sends `message` (the request) once more and checks that answer. The answer and
-    /// how it was fixed, or why there is none.
+    /// its handler sends `message` (the request) once more and checks that answer. The answer
+    /// and how it was fixed, or why there is none.
     pub(super) async fn after_wrong_answer(
         &self,
         client: &mut NlipClient,
@@ -124,37 +178,42 @@ impl Requester {
                 &wrong.violation,
             )
             .await;
-        let provider = match reported {
-            Ok(FixAnswer::Fixed { description }) => description,
-            Ok(FixAnswer::Refused { reason }) => {
-                return Err(RequesterError::FixRefused {
-                    hash: hash.to_string(),
-                    violation: wrong.violation,
-                    reason,
-                });
-            }
-            Err(e) => {
-                return Err(RequesterError::InvalidAnswer(format!(
-                    "{} (the provider did not take the error report: {e})",
-                    wrong.violation
-                )));
-            }
-        };
+        let provider = provider_fixed(&hash, &wrong, reported)?;
         let reply = client.send(message).await?.message;
-        match check(doc, &reply) {
-            Checked::Answer(answer) => Ok((
-                answer,
-                reply,
-                Fixed {
-                    violation: wrong.violation,
-                    provider,
-                },
-            )),
-            Checked::Wrong(again) => Err(RequesterError::InvalidAnswer(format!(
-                "{} (after the provider fixed its handler for: {})",
-                again.violation, wrong.violation
-            ))),
-            Checked::Failed(e) => Err(e),
-        }
+        let (answer, fixed) = after_fix(check(doc, &reply), wrong, provider)?;
+        Ok((answer, reply, fixed))
     }
+}
+
+/// The provider's answer to `request` on `link` (seed 002's framing), checked against the
+/// protocol; one that breaks it is reported on the same connection, and when the provider fixed
+/// its handler the request goes once more.
+pub(super) async fn answer_over_anp(
+    link: &mut AnpLink,
+    doc: &ProtocolDoc,
+    request: &Value,
+) -> Result<(Value, Option<Fixed>), RequesterError> {
+    let wrong = match check_answer(doc, link.application(request).await) {
+        Checked::Answer(answer) => return Ok((answer, None)),
+        Checked::Failed(e) => return Err(e),
+        Checked::Wrong(wrong) => wrong,
+    };
+    let hash = doc.hash();
+    let report = FixReport::new(
+        hash,
+        request.clone(),
+        wrong.answer.as_ref(),
+        &wrong.violation,
+    );
+    let reported = match link.meta_exchange(&report.to_value()).await {
+        Ok(answer) => answer
+            .as_ref()
+            .and_then(FixAnswer::from_value)
+            .ok_or(RequesterError::NotSupported),
+        Err(e) => Err(e),
+    };
+    let provider = provider_fixed(&hash, &wrong, reported)?;
+    let again = check_answer(doc, link.application(request).await);
+    let (answer, fixed) = after_fix(again, wrong, provider)?;
+    Ok((answer, Some(fixed)))
 }
