@@ -1,8 +1,9 @@
 //! The run-time `fixErrorNegotiation`, over real sockets: an answer that breaks the agreed
 //! protocol is reported by the requester; the provider checks it again and either fixes its
 //! handler (a new handler version of the same protocol hash, made by its model from the report)
-//! or refuses with its reasons; over NLIP and over seed 002's framing (`/anp`); and only a peer
-//! that may call the protocol can make it rebuild.
+//! or refuses with its reasons; over NLIP and over seed 002's framing (`/anp`); only a peer
+//! that may call the protocol can make it rebuild, and reports count as negotiation messages
+//! against the throttle.
 
 use std::sync::Arc;
 
@@ -335,5 +336,36 @@ async fn over_seed_002s_framing_the_report_goes_on_the_connection_of_the_call() 
     let after = active(&store, &negotiated.hash).await;
     assert_ne!(after.id, before);
     assert_eq!(after.source, right);
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn error_reports_meet_the_negotiation_throttle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut settings = test_settings(dir.path());
+    // One a second, none saved up: the second report in a row is refused.
+    settings.throttle.negotiations.per_address = parley::config::Rate::new(60, 1);
+    let provider = TestApp::spawn(&settings).await;
+    let report = FixReport::new(
+        ProtocolHash::of("a protocol"),
+        request("m-1", "P12345"),
+        None,
+        "wrong",
+    );
+    let body = parley_nlip::to_json_value(&report.to_message());
+    let client = reqwest::Client::new();
+    let mut codes = Vec::new();
+    for _ in 0..2 {
+        let response = client
+            .post(provider.url())
+            .json(&body)
+            .send()
+            .await
+            .expect("a reply");
+        let reply: Message =
+            parley_nlip::from_json_value(&response.json().await.expect("JSON")).expect("NLIP");
+        codes.push(ErrorInfo::from_message(&reply).expect("an error").code);
+    }
+    assert_eq!(codes, ["unknown_protocol", "rate_limited"]);
     provider.stop().await;
 }
