@@ -186,8 +186,9 @@ impl Requester {
 }
 
 /// The provider's answer to `request` on `link` (seed 002's framing), checked against the
-/// protocol; one that breaks it is reported on the same connection, and when the provider fixed
-/// its handler the request goes once more.
+/// protocol; one that breaks it is reported on the same connection (to a peer that answered the
+/// hello: one that did not, such as AgentConnect, takes no meta-protocol after the negotiation),
+/// and when the provider fixed its handler the request goes once more.
 pub(super) async fn answer_over_anp(
     link: &mut AnpLink,
     doc: &ProtocolDoc,
@@ -196,6 +197,10 @@ pub(super) async fn answer_over_anp(
     let wrong = match check_answer(doc, link.application(request).await) {
         Checked::Answer(answer) => return Ok((answer, None)),
         Checked::Failed(e) => return Err(e),
+        // A peer that did not answer the hello (AgentConnect) has no run-time error reports.
+        Checked::Wrong(wrong) if !link.answered_hello() => {
+            return Err(RequesterError::InvalidAnswer(wrong.violation));
+        }
         Checked::Wrong(wrong) => wrong,
     };
     let hash = doc.hash();
