@@ -10,7 +10,7 @@ use std::sync::Arc;
 use parley::config::{ProtocolBackend, ReasonerKind, Settings};
 use parley::negotiation::anp::AnpOptions;
 use parley::negotiation::fix_report::{FixAnswer, FixReport};
-use parley::negotiation::requester::{Outcome, Requester, Wire};
+use parley::negotiation::requester::{Outcome, Requester, RequesterError, Wire};
 use parley_anp::ProtocolHash;
 use parley_auth::{Grants, Scope};
 use parley_nlip::{ErrorInfo, Message};
@@ -26,10 +26,28 @@ use crate::support::{MODEL, OTHER, client_from, new_requester, product_protocol,
 const BROKEN_FOR: &str = "P23456";
 
 /// A provider whose model accepts the product protocol and generates a handler that passes
-/// every test case but answers [`BROKEN_FOR`] with a `status` that is no object; the model's
-/// next answer (to a fix request) is the correct handler. The model, the server, its settings
-/// and the correct source.
-async fn faulty_provider(dir: &std::path::Path) -> (ScriptedOpenAi, TestApp, Settings, String) {
+/// every test case but answers [`BROKEN_FOR`] with a `status` that is no object. What the model
+/// answers a fix request with, the test pushes (`fix_with`).
+struct Faulty {
+    model: ScriptedOpenAi,
+    provider: TestApp,
+    settings: Settings,
+    /// The correct handler's source.
+    right: String,
+    /// The faulty handler's source.
+    faulty: String,
+}
+
+impl Faulty {
+    /// The model's next answer, to a fix request: the handler `source`.
+    fn fix_with(&self, source: &str) {
+        self.model.push(ScriptedReply::text(
+            json!({"source": source, "grants": ["getProductInfo"]}).to_string(),
+        ));
+    }
+}
+
+async fn faulty_provider(dir: &std::path::Path) -> Faulty {
     let doc = parley_anp::ProtocolDoc::parse(product_protocol()).expect("doc");
     let capabilities =
         parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
@@ -57,9 +75,6 @@ async fn faulty_provider(dir: &std::path::Path) -> (ScriptedOpenAi, TestApp, Set
     model.push(ScriptedReply::text(
         json!({"source": faulty, "grants": ["getProductInfo"]}).to_string(),
     ));
-    model.push(ScriptedReply::text(
-        json!({"source": right, "grants": ["getProductInfo"]}).to_string(),
-    ));
     let mut settings = test_settings(dir);
     settings.reasoner = ReasonerKind::Openai;
     settings.openai.base_url = model.base_url();
@@ -71,8 +86,14 @@ async fn faulty_provider(dir: &std::path::Path) -> (ScriptedOpenAi, TestApp, Set
         capabilities: Scope::of(["getProductInfo"]),
         ..Grants::default()
     };
-    let app = TestApp::spawn(&settings).await;
-    (model, app, settings, right)
+    let provider = TestApp::spawn(&settings).await;
+    Faulty {
+        model,
+        provider,
+        settings,
+        right,
+        faulty,
+    }
 }
 
 async fn store_of(settings: &Settings) -> Arc<dyn Store> {
@@ -106,7 +127,15 @@ async fn fix_events(store: &Arc<dyn Store>) -> Vec<parley_store::AuditEvent> {
 async fn an_answer_out_of_schema_is_reported_and_the_fixed_handler_answers() {
     let _turn = MODEL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (model, provider, settings, right) = faulty_provider(dir.path()).await;
+    let faulty = faulty_provider(dir.path()).await;
+    faulty.fix_with(&faulty.right);
+    let Faulty {
+        model,
+        provider,
+        settings,
+        right,
+        ..
+    } = faulty;
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;
     let negotiated = requester
@@ -245,10 +274,72 @@ async fn a_report_on_an_answer_that_follows_the_protocol_is_refused_with_reasons
 }
 
 #[tokio::test]
+async fn a_rebuild_that_still_answers_out_of_schema_is_refused_and_the_handler_kept() {
+    let _turn = MODEL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faulty = faulty_provider(dir.path()).await;
+    // The model's "fix" is another version of the faulty handler: it passes the test cases
+    // again, but not the reported request.
+    faulty.fix_with(&format!(
+        "{}\n// Checked the status again.\n",
+        faulty.faulty
+    ));
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let url = faulty.provider.url();
+    let negotiated = requester
+        .negotiate(&url, &product_protocol(), |_| {})
+        .await
+        .expect("negotiate");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+    let store = store_of(&faulty.settings).await;
+    let before = active(&store, &negotiated.hash).await.id;
+
+    let refused = requester
+        .call(&url, &negotiated.hash, request("m-1", BROKEN_FOR))
+        .await
+        .expect_err("no fixed handler");
+    let RequesterError::FixRefused {
+        hash,
+        violation,
+        reason,
+    } = &refused
+    else {
+        panic!("the provider's refusal: {refused}");
+    };
+    assert_eq!(hash, &negotiated.hash.to_string());
+    assert!(violation.contains("schema"), "{violation}");
+    assert!(
+        reason.contains("does not answer the reported request"),
+        "{reason}"
+    );
+    assert_eq!(faulty.model.requests().len(), 3, "evaluate, generate, fix");
+    assert_eq!(active(&store, &negotiated.hash).await.id, before, "kept");
+    let events = fix_events(&store).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].outcome, "rejected");
+    // Other products are still served by the handler that was kept.
+    let called = requester
+        .call(&url, &negotiated.hash, request("m-2", "P12345"))
+        .await
+        .expect("answered");
+    assert_eq!(called.answer["status"]["code"], 200);
+    faulty.provider.stop().await;
+}
+
+#[tokio::test]
 async fn a_peer_that_may_not_call_the_protocol_cannot_make_it_rebuild() {
     let _turn = MODEL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (model, provider, settings, _) = faulty_provider(dir.path()).await;
+    let faulty = faulty_provider(dir.path()).await;
+    // Were the report taken, the model would fix the handler.
+    faulty.fix_with(&faulty.right);
+    let Faulty {
+        model,
+        provider,
+        settings,
+        ..
+    } = faulty;
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = new_requester(requester_dir.path()).await;
     let negotiated = requester
@@ -305,7 +396,15 @@ async fn a_peer_that_may_not_call_the_protocol_cannot_make_it_rebuild() {
 async fn over_seed_002s_framing_the_report_goes_on_the_connection_of_the_call() {
     let _turn = MODEL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (model, provider, settings, right) = faulty_provider(dir.path()).await;
+    let faulty = faulty_provider(dir.path()).await;
+    faulty.fix_with(&faulty.right);
+    let Faulty {
+        model,
+        provider,
+        settings,
+        right,
+        ..
+    } = faulty;
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let requester = Requester {
         wire: Wire::Anp(AnpOptions::default()),
