@@ -250,7 +250,13 @@ impl Provider {
             .await;
         match verified {
             Ok(report) if report.passed() => None,
-            Ok(report) => Some(report.failure_description()),
+            Ok(report) => {
+                let failures: Vec<&str> = report
+                    .failed()
+                    .flat_map(|case| case.failures.iter().map(String::as_str))
+                    .collect();
+                Some(failures.join("; "))
+            }
             Err(e) => Some(format!("it does not load: {}: {e}", e.code())),
         }
     }
