@@ -43,6 +43,7 @@ pub use messages::{MessageError, MetaMessage, MetaProtocolInfo, MetaStatus};
 pub use protocol::{
     Condition, DocLimits, FieldCheck, Fixture, Fixtures, MatchMode, ProtocolDoc, ProtocolError,
     SchemaRole, SchemaViolation, Sections, TestCase, parse_test_cases, parse_test_cases_within,
+    review_test_cases,
 };
 pub use session::{
     FixVerdict, NegotiationError, ProviderSession, RequesterSession, SessionConfig, Step, Verdict,

@@ -35,7 +35,7 @@ use anp::authentication::{
 use serde_json::Value;
 
 /// How far in the future a signature's time may be (the verifier's fixed tolerance).
-const CLOCK_SKEW: Duration = Duration::from_secs(60);
+pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// What the operator decides about DID-WBA (`[access.did_wba]`, read by the server).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +179,26 @@ impl DidWba {
     /// carried inside a message may be addressed to.
     pub fn domains(&self) -> &[String] {
         self.config.allowed_domains.as_deref().unwrap_or_default()
+    }
+
+    /// How old a signature may be (`max_age_minutes`).
+    pub(crate) fn max_age(&self) -> Duration {
+        let minutes = u64::try_from(self.config.timestamp_expiration_minutes).unwrap_or(0);
+        Duration::from_secs(minutes * 60)
+    }
+
+    /// Spends `nonce` of `did` in the nonce memory: refused when it was spent within the
+    /// window, busy when the memory is full.
+    pub(crate) fn spend_nonce(&self, did: &str, nonce: &str) -> Result<(), DidWbaError> {
+        if self.nonces.fresh(did, nonce) {
+            return Ok(());
+        }
+        if self.nonces.is_full() {
+            return Err(DidWbaError::Busy);
+        }
+        Err(DidWbaError::Refused(format!(
+            "the nonce {nonce:?} was used already"
+        )))
     }
 
     /// Verifies `request`'s credential against `document`, the DID document of

@@ -133,7 +133,7 @@ async fn send(args: SendArgs) -> Result<ExitCode, CliError> {
         })?;
         message = message.with_submessage(Submessage::new(Format::Token, sub, content));
     }
-    let token = args.token.bearer()?;
+    let token = args.token.credential()?;
     let tls = args.tls.client_tls()?;
     let mut client = NlipClient::connect_as(&args.url, args.cbor, &tls, token.as_ref()).await?;
     let reply = client.send(&message).await?;

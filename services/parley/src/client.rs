@@ -8,9 +8,12 @@
 //! `localhost:8080` is `http://localhost:8080/nlip`. An explicit path is kept. A peer that answers
 //! 404 or 405 on a path other than Parley's end-points gets an error naming the right one.
 //!
-//! A client may present a [`BearerToken`] (an API key from `parley peers add`, or an OAuth access
-//! token). By default it goes as `Authorization: Bearer …` on every HTTP request and on the
-//! WebSocket upgrade request, marked sensitive so that no header dump shows it. A token to present
+//! A client may present a [`Credential`]: a [`BearerToken`] (an API key from `parley peers add`,
+//! or an OAuth access token), or a DID-WBA identity ([`DidSigner`], ANP-02), which signs every
+//! HTTP request and WebSocket upgrade request with a fresh HTTP Message Signature (the upgrade is
+//! signed as a GET of its `http(s)` URL, as servers check it). A token goes by default as
+//! `Authorization: Bearer …` on every HTTP request and on the WebSocket upgrade request, marked
+//! sensitive so that no header dump shows it. A token to present
 //! [`Placement::InMessage`] goes inside NLIP instead (ECMA-430 §6.2.2): the client sends nothing
 //! until the peer asks for authentication (a control reply `authentication_required`), answers
 //! by sending the same message again with the token in an `authentication` token submessage, and
@@ -20,8 +23,9 @@
 use std::sync::Arc;
 
 use futures::{SinkExt, StreamExt};
+pub use parley_auth::did_signer::DidSigner;
 use parley_nlip::Message;
-use reqwest::header::{AUTHORIZATION, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -63,6 +67,79 @@ pub enum ClientError {
          one is not"
     )]
     Token,
+    #[error("the request cannot be signed with the DID-WBA identity: {0}")]
+    Sign(String),
+}
+
+/// What a client presents to prove who it is (see the module docs).
+#[derive(Debug, Clone)]
+pub enum Credential {
+    Bearer(BearerToken),
+    DidWba(Arc<DidSigner>),
+}
+
+impl Credential {
+    /// The headers a `method` request to `url` with `body` carries: `Authorization: Bearer` for
+    /// a token presented in headers, a fresh signature for a DID-WBA identity; none for a token
+    /// presented in messages. `url` may be a WebSocket URL: its upgrade is signed as a GET of the
+    /// `http(s)` URL.
+    pub fn headers(
+        &self,
+        method: &str,
+        url: &url::Url,
+        body: Option<&[u8]>,
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, ClientError> {
+        match self {
+            Credential::Bearer(token) => Ok(token
+                .nlip_header()
+                .map(|h| (AUTHORIZATION, h.clone()))
+                .into_iter()
+                .collect()),
+            Credential::DidWba(signer) => {
+                let mut url = url.clone();
+                let http = match url.scheme() {
+                    "ws" => Some("http"),
+                    "wss" => Some("https"),
+                    _ => None,
+                };
+                if let Some(http) = http {
+                    url.set_scheme(http)
+                        .expect("ws and wss URLs have http and https twins");
+                }
+                let sign = |e: &dyn std::fmt::Display| ClientError::Sign(e.to_string());
+                let signed = signer
+                    .sign(method, url.as_str(), body)
+                    .map_err(|e| sign(&e))?;
+                signed
+                    .into_iter()
+                    .map(|(name, value)| {
+                        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| sign(&e))?;
+                        let value = HeaderValue::from_str(&value).map_err(|e| sign(&e))?;
+                        Ok((name, value))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The token to answer an NLIP request for authentication with, when it goes in messages.
+    fn in_message(&self) -> Option<&BearerToken> {
+        match self {
+            Credential::Bearer(token) if token.placement == Placement::InMessage => Some(token),
+            _ => None,
+        }
+    }
+
+    /// Whether it goes on HTTP requests and upgrade requests (not only inside messages).
+    fn in_headers(&self) -> bool {
+        self.in_message().is_none()
+    }
+}
+
+impl From<BearerToken> for Credential {
+    fn from(token: BearerToken) -> Credential {
+        Credential::Bearer(token)
+    }
 }
 
 /// A credential: an API key or an OAuth access token, presented as `Authorization: Bearer
@@ -144,7 +221,7 @@ enum Transport {
         client: reqwest::Client,
         url: url::Url,
         cbor: bool,
-        token: Option<BearerToken>,
+        credential: Option<Credential>,
     },
     Ws {
         socket: Box<WebSocketStream<MaybeTlsStream<TcpStream>>>,
@@ -188,13 +265,13 @@ impl NlipClient {
         NlipClient::connect_as(url, cbor, tls, None).await
     }
 
-    /// [`NlipClient::connect_with`], presenting `token` (when there is one) on every HTTP
-    /// request, or on the WebSocket's upgrade request.
+    /// [`NlipClient::connect_with`], presenting `credential` (when there is one) on every HTTP
+    /// request, or on the WebSocket's upgrade request, or inside messages.
     pub async fn connect_as(
         url: &str,
         cbor: bool,
         tls: &ClientTls,
-        token: Option<&BearerToken>,
+        credential: Option<&Credential>,
     ) -> Result<NlipClient, ClientError> {
         let parsed = endpoint(url)?;
         let secure = matches!(parsed.scheme(), "https" | "wss");
@@ -209,7 +286,7 @@ impl NlipClient {
                     client: builder.build().map_err(ClientError::Http)?,
                     url: parsed.clone(),
                     cbor,
-                    token: token.filter(|t| t.nlip_header().is_some()).cloned(),
+                    credential: credential.filter(|c| c.in_headers()).cloned(),
                 }
             }
             "ws" | "wss" => {
@@ -218,9 +295,8 @@ impl NlipClient {
                 let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
                     .read_buffer_size(crate::server::WS_READ_CHUNK);
                 let connector = configs.map(|c| Connector::Rustls(Arc::clone(&c.ws)));
-                let header = token.filter(|t| t.nlip_header().is_some());
                 let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
-                    upgrade_request(&parsed, header)?,
+                    upgrade_request(&parsed, credential)?,
                     Some(config),
                     true,
                     connector,
@@ -236,9 +312,7 @@ impl NlipClient {
         };
         Ok(NlipClient {
             transport,
-            in_message: token
-                .filter(|t| t.placement == Placement::InMessage)
-                .cloned(),
+            in_message: credential.and_then(Credential::in_message).cloned(),
             session: None,
         })
     }
@@ -280,7 +354,7 @@ impl NlipClient {
                 client,
                 url,
                 cbor,
-                token,
+                credential,
             } => {
                 let (body, ct) = if *cbor {
                     (parley_nlip::to_cbor_vec(message), "application/cbor")
@@ -290,8 +364,10 @@ impl NlipClient {
                 let mut request = client
                     .post(url.as_str())
                     .header(reqwest::header::CONTENT_TYPE, ct);
-                if let Some(token) = token {
-                    request = request.header(AUTHORIZATION, token.header_value().clone());
+                if let Some(credential) = credential {
+                    for (name, value) in credential.headers("POST", url, Some(&body))? {
+                        request = request.header(name, value);
+                    }
                 }
                 let resp = request
                     .body(body)
@@ -371,16 +447,16 @@ fn peer_session<'a>(sent: &Message, reply: &'a Message) -> Option<&'a parley_nli
     })
 }
 
-/// The WebSocket upgrade request for `url`, with `token` as its `Authorization` header.
+/// The WebSocket upgrade request for `url`, carrying what `credential` puts in headers.
 pub(crate) fn upgrade_request(
     url: &url::Url,
-    token: Option<&BearerToken>,
+    credential: Option<&Credential>,
 ) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, ClientError> {
     let mut request = url.as_str().into_client_request()?;
-    if let Some(token) = token {
-        request
-            .headers_mut()
-            .insert(AUTHORIZATION, token.header_value().clone());
+    if let Some(credential) = credential {
+        for (name, value) in credential.headers("GET", url, None)? {
+            request.headers_mut().insert(name, value);
+        }
     }
     Ok(request)
 }

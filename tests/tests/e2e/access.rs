@@ -557,7 +557,11 @@ async fn a_requester_refused_a_protocol_agreed_under_another_key_negotiates_it_a
     let talker = add_peer(&store, "talker", json!({"talk": true})).await;
     let as_token = |bearer: &str| {
         let key = bearer.strip_prefix("Bearer ").expect("a bearer header");
-        Some(parley::client::BearerToken::new(key).expect("a token"))
+        Some(
+            parley::client::BearerToken::new(key)
+                .expect("a token")
+                .into(),
+        )
     };
     let requester_dir = tempfile::tempdir().expect("tempdir");
     let mut requester = new_requester(requester_dir.path()).await;

@@ -128,6 +128,107 @@ async fn discovery_leads_to_the_json_rpc_end_point() {
     app.stop().await;
 }
 
+/// A directory of agents at `/.well-known/agent-descriptions`: `pages`, served at
+/// `/.well-known/agent-descriptions` (the first) and `/directory/<n>` (the rest), and one
+/// agent description without a negotiation interface at `/agents/weather/ad.json`.
+async fn directory(pages: Vec<Value>) -> String {
+    use axum::response::IntoResponse as _;
+    let pages = std::sync::Arc::new(pages);
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let pages = std::sync::Arc::clone(&pages);
+        async move {
+            let path = uri.path();
+            let page = if path == "/.well-known/agent-descriptions" {
+                pages.first().cloned()
+            } else if let Some(n) = path.strip_prefix("/directory/") {
+                n.parse::<usize>().ok().and_then(|n| pages.get(n).cloned())
+            } else if path == "/agents/weather/ad.json" {
+                Some(json!({
+                    "@type": "ad:AgentDescription",
+                    "name": "Weather",
+                    "interfaces": [{"type": "NaturalLanguageInterface", "url": "/chat"}]
+                }))
+            } else {
+                None
+            };
+            match page {
+                Some(page) => axum::Json(page).into_response(),
+                None => axum::http::StatusCode::NOT_FOUND.into_response(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+fn page(items: Value, next: Option<&str>) -> Value {
+    let mut page = json!({"@type": "CollectionPage", "items": items});
+    if let Some(next) = next {
+        page["next"] = json!(next);
+    }
+    page
+}
+
+#[tokio::test]
+async fn discovery_walks_a_directorys_pages_to_the_agent_that_negotiates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&test_settings(dir.path())).await;
+    let parley = format!("{}/agents/parley/ad.json", base(&app));
+    // Page one lists an agent inline and one by @id, neither negotiating, and one that is
+    // gone; Parley is on page two.
+    let host = directory(vec![
+        page(
+            json!([
+                {"name": "Echo", "interfaces": [{"type": "NaturalLanguageInterface", "url": "/echo"}]},
+                {"@id": "/agents/weather/ad.json"},
+                {"@id": "/agents/gone/ad.json"}
+            ]),
+            Some("/directory/1"),
+        ),
+        page(json!([{"@id": parley}]), None),
+    ])
+    .await;
+    let local = tempfile::tempdir().expect("tempdir");
+    let requester = rpc_requester(local.path()).await;
+    let negotiated = requester
+        .negotiate(&host, &product_protocol(), |_| {})
+        .await
+        .expect("discovery finds Parley on the second page");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+
+    // A directory whose pages lead back to themselves ends, and says why.
+    let looping = directory(vec![
+        page(
+            json!([{"@id": "/agents/weather/ad.json"}]),
+            Some("/directory/1"),
+        ),
+        page(json!([]), Some("/.well-known/agent-descriptions")),
+    ])
+    .await;
+    let err = requester
+        .negotiate(&looping, &product_protocol(), |_| {})
+        .await
+        .expect_err("no negotiation end-point");
+    assert!(err.to_string().contains("already read"), "{err}");
+
+    // One with no negotiating agent says so.
+    let none = directory(vec![page(
+        json!([{"@id": "/agents/weather/ad.json"}]),
+        None,
+    )])
+    .await;
+    let err = requester
+        .negotiate(&none, &product_protocol(), |_| {})
+        .await
+        .expect_err("no negotiation end-point");
+    assert!(err.to_string().contains("MetaProtocolInterface"), "{err}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn parley_drafts_then_calls_over_nlip_then_selects_at_zero_rtt() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -4,7 +4,7 @@
 //! the agent's own, which the peer's later messages carry instead. Parley's client does all of
 //! it by itself over HTTP and WebSocket. Credentials never reach the conversation log.
 
-use parley::client::{BearerToken, NlipClient, Placement};
+use parley::client::{BearerToken, Credential, NlipClient, Placement};
 use parley_auth::Grants;
 use parley_auth::testing::{Signer, now};
 use parley_nlip::{ErrorInfo, Format, Message, Submessage};
@@ -229,9 +229,10 @@ async fn an_access_token_answers_too_and_its_session_ends_with_it() {
 async fn parleys_client_answers_the_request_itself_over_http_and_websocket() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (app, _, key, _) = server(dir.path()).await;
-    let credential = BearerToken::new(&key)
+    let credential: Credential = BearerToken::new(&key)
         .expect("a token")
-        .presented(Placement::InMessage);
+        .presented(Placement::InMessage)
+        .into();
     for url in [app.url(), app.ws("/nlip/ws"), app.ws("/nlip/ws/text")] {
         let mut client =
             NlipClient::connect_as(&url, false, &Default::default(), Some(&credential))

@@ -10,21 +10,28 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use axum::response::IntoResponse as _;
+use parley::client::{Credential, DidSigner};
+use parley::negotiation::anp::AnpOptions;
+use parley::negotiation::requester::{Outcome, Requester, Wire};
 use parley_auth::did_wba::anp::PrivateKeyMaterial;
 use parley_auth::did_wba::anp::authentication::{
     DidDocumentOptions, create_did_wba_document, generate_auth_header,
     generate_http_signature_headers,
+};
+use parley_auth::did_wba::anp::proof::{
+    Rfc9421OriginProofGenerationOptions, generate_rfc9421_origin_proof,
 };
 use parley_nlip::{ErrorInfo, Message};
 use parley_store::AuditFilter;
 use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
 
-/// A DID, its document and its key.
+/// A DID, its document and its key (also as PEM, as a client's key file holds it).
 struct Identity {
     did: String,
     document: Value,
     key: PrivateKeyMaterial,
+    pem: String,
 }
 
 /// Publishes DID documents at the paths their DIDs name; anything else is 404.
@@ -64,8 +71,8 @@ impl DidHost {
             ..DidDocumentOptions::default()
         };
         let bundle = create_did_wba_document("localhost", options).expect("a DID document");
-        let key =
-            PrivateKeyMaterial::from_pem(&bundle.keys["key-1"].private_key_pem).expect("its key");
+        let pem = bundle.keys["key-1"].private_key_pem.clone();
+        let key = PrivateKeyMaterial::from_pem(&pem).expect("its key");
         let did = bundle.did().expect("an id").to_owned();
         if publish {
             let path: Vec<&str> = did.split(':').skip(3).collect();
@@ -77,6 +84,7 @@ impl DidHost {
             did,
             document: bundle.did_document,
             key,
+            pem,
         }
     }
 }
@@ -156,6 +164,44 @@ fn assert_unauthenticated(what: &str, (status, answer, error): (u16, Value, Opti
     );
 }
 
+/// A server answering as `127.0.0.1` with DID-WBA on, whose peers file lets `alice` negotiate
+/// protocols over `getProductInfo`; anonymous peers may only talk.
+fn settings_with(dir: &std::path::Path, alice: &Identity) -> parley::config::Settings {
+    let peers = dir.join("peers.toml");
+    std::fs::write(
+        &peers,
+        format!(
+            "[[peers]]\nid = \"alice\"\ndid = \"{}\"\nnegotiate = true\ntalk = true\ncapabilities = [\"getProductInfo\"]\n",
+            alice.did
+        ),
+    )
+    .expect("peers file");
+    let mut settings = test_settings(dir);
+    settings.access = Default::default();
+    settings.access.peers_file = Some(peers);
+    settings.access.did_wba.enabled = true;
+    settings.access.did_wba.allowed_domains = vec!["127.0.0.1".into()];
+    settings.access.did_wba.resolve_http_hosts = vec!["localhost".into()];
+    settings
+}
+
+/// The failed authentications in the audit log of the server with `settings`.
+async fn failed_authentications(
+    settings: &parley::config::Settings,
+) -> Vec<parley_store::AuditEvent> {
+    let store = parley_store::connect(&settings.database_url(), Default::default())
+        .await
+        .expect("the store");
+    store
+        .list_audit(AuditFilter {
+            action: Some("authenticate".into()),
+            limit: parley_store::MAX_PAGE,
+            ..AuditFilter::default()
+        })
+        .await
+        .expect("the audit log")
+}
+
 #[tokio::test]
 async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refused() {
     let host = DidHost::start().await;
@@ -164,21 +210,7 @@ async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refuse
     let mallory = host.identity("mallory", false);
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let peers = dir.path().join("peers.toml");
-    std::fs::write(
-        &peers,
-        format!(
-            "[[peers]]\nid = \"alice\"\ndid = \"{}\"\nnegotiate = true\ntalk = true\n",
-            alice.did
-        ),
-    )
-    .expect("peers file");
-    let mut settings = test_settings(dir.path());
-    settings.access = Default::default();
-    settings.access.peers_file = Some(peers);
-    settings.access.did_wba.enabled = true;
-    settings.access.did_wba.allowed_domains = vec!["127.0.0.1".into()];
-    settings.access.did_wba.resolve_http_hosts = vec!["localhost".into()];
+    let settings = settings_with(dir.path(), &alice);
     let app = TestApp::spawn(&settings).await;
     let url = app.url();
 
@@ -287,17 +319,7 @@ async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refuse
     assert_eq!(status, 401, "{answer}");
 
     // Every refusal is in the audit log, as a failed `did-wba` authentication.
-    let store = parley_store::connect(&settings.database_url(), Default::default())
-        .await
-        .expect("the store");
-    let failed = store
-        .list_audit(AuditFilter {
-            action: Some("authenticate".into()),
-            limit: parley_store::MAX_PAGE,
-            ..AuditFilter::default()
-        })
-        .await
-        .expect("the audit log");
+    let failed = failed_authentications(&settings).await;
     assert!(failed.len() >= 7, "{failed:?}");
     for event in &failed {
         // A credential carried inside a message fails as the in-message scheme.
@@ -315,6 +337,157 @@ async fn did_wba_signatures_name_their_peer_and_forgeries_and_replays_are_refuse
     assert!(
         failed.iter().any(|e| replay(&e)),
         "a replay is named: {failed:?}"
+    );
+    app.stop().await;
+}
+
+/// An `anp.negotiate` request (a structured selection of a protocol nobody agreed), by `who`
+/// with an origin proof signed by `key` for the agent `target`, when `who` is given.
+fn selection(who: Option<(&Identity, &PrivateKeyMaterial)>, target: &str) -> Vec<u8> {
+    let mut meta = json!({
+        "profile": parley_anp::rpc::PROFILE,
+        "target": {"kind": "agent", "did": target},
+    });
+    let body = json!({
+        "mode": "structured_selection",
+        "intent": {"summary": "product information"},
+        "candidateProtocols": [format!("sha256:{}", "ab".repeat(32))],
+    });
+    let mut params = json!({});
+    if let Some((who, key)) = who {
+        meta["sender_did"] = json!(who.did);
+        let options = Rfc9421OriginProofGenerationOptions {
+            nonce: Some(format!("{:?}", std::time::SystemTime::now())),
+            ..Rfc9421OriginProofGenerationOptions::default()
+        };
+        let keyid = format!("{}#key-1", who.did);
+        let proof =
+            generate_rfc9421_origin_proof("anp.negotiate", &meta, &body, key, &keyid, options)
+                .expect("an origin proof");
+        params["auth"] = json!({"origin_proof": proof});
+    }
+    params["meta"] = meta;
+    params["body"] = body;
+    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "anp.negotiate", "params": params});
+    serde_json::to_vec(&request).expect("JSON")
+}
+
+#[tokio::test]
+async fn an_origin_proof_names_the_sender_of_an_anp_negotiate_request() {
+    let host = DidHost::start().await;
+    let alice = host.identity("alice", true);
+    let carol = host.identity("carol", true);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = settings_with(dir.path(), &alice);
+    let app = TestApp::spawn(&settings).await;
+    let rpc = app.http("/anp/rpc");
+    let here = "did:wba:127.0.0.1:agents:parley";
+    let none = BTreeMap::new();
+
+    // Anonymous callers may not negotiate (1607); alice's proof lets her: her selection gets
+    // as far as finding no such protocol (1601).
+    let (status, answer, _) = post(&rpc, &none, &selection(None, here)).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(1607)),
+        "{answer}"
+    );
+    let request = selection(Some((&alice, &alice.key)), here);
+    let (status, answer, _) = post(&rpc, &none, &request).await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64()),
+        (200, Some(1601)),
+        "{answer}"
+    );
+
+    // A replay, another key, a proof for another agent: 401, never anonymous.
+    let refused = |what: &str, (status, answer, _): (u16, Value, Option<ErrorInfo>)| {
+        assert_eq!(status, 401, "{what}: {answer}");
+        assert_eq!(answer["error"]["data"]["code"], "unauthenticated", "{what}");
+    };
+    refused("a replay", post(&rpc, &none, &request).await);
+    let forged = selection(Some((&alice, &carol.key)), here);
+    refused("another key", post(&rpc, &none, &forged).await);
+    let elsewhere = selection(Some((&alice, &alice.key)), "did:wba:agent.example:agents:x");
+    refused("another agent", post(&rpc, &none, &elsewhere).await);
+
+    // A DID without an entry holds the anonymous grants.
+    let (_, answer, _) = post(&rpc, &none, &selection(Some((&carol, &carol.key)), here)).await;
+    assert_eq!(answer["error"]["code"].as_i64(), Some(1607), "{answer}");
+
+    let failed = failed_authentications(&settings).await;
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert!(
+        failed.iter().all(|e| e.subject == "anp-origin-proof"),
+        "{failed:?}"
+    );
+    app.stop().await;
+}
+
+/// A Parley requester speaking `wire` as `who`: every request it sends is signed.
+async fn signing_requester(dir: &std::path::Path, who: &Identity, wire: Wire) -> Requester {
+    let signer = DidSigner::new(&who.document.to_string(), &who.pem).expect("a signer");
+    Requester {
+        wire,
+        token: Some(Credential::DidWba(Arc::new(signer))),
+        ..crate::support::new_requester(dir).await
+    }
+}
+
+#[tokio::test]
+async fn a_parley_requester_signs_with_its_did_over_every_framing() {
+    let host = DidHost::start().await;
+    let alice = host.identity("alice", true);
+    let carol = host.identity("carol", true);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = TestApp::spawn(&settings_with(dir.path(), &alice)).await;
+    let base = format!("http://{}", app.addr);
+    let ws = format!("ws://{}", app.addr);
+    let text = crate::support::product_protocol();
+
+    // Only alice may negotiate: her requesters negotiate and call over NLIP (HTTP and
+    // WebSocket), seed 002's `/anp` and ANP 1.2's JSON-RPC, every request signed afresh.
+    let wires = [
+        (base.as_str(), Wire::Nlip),
+        (ws.as_str(), Wire::Nlip),
+        (base.as_str(), Wire::Anp(AnpOptions::default())),
+        (base.as_str(), Wire::Anp12),
+    ];
+    for (url, wire) in wires {
+        let local = tempfile::tempdir().expect("tempdir");
+        let requester = signing_requester(local.path(), &alice, wire).await;
+        let negotiated = requester
+            .negotiate(url, &text, |_| {})
+            .await
+            .unwrap_or_else(|e| panic!("{url} {wire:?}: {e}"));
+        // The first negotiates; the provider then knows the protocol as alice's (0-RTT).
+        assert!(
+            matches!(negotiated.outcome, Outcome::Agreed | Outcome::ZeroRtt),
+            "{url} {wire:?}: {:?}",
+            negotiated.outcome
+        );
+        let called = requester
+            .call(
+                url,
+                &negotiated.hash,
+                crate::support::request("d1", "P12345"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{url} {wire:?}: {e}"));
+        assert_eq!(called.answer["messageId"], "d1", "{url} {wire:?}");
+    }
+
+    // Carol's DID has no entry: she is a named peer with the anonymous grants.
+    let local = tempfile::tempdir().expect("tempdir");
+    let requester = signing_requester(local.path(), &carol, Wire::Nlip).await;
+    let refused = requester
+        .negotiate(&base, &text, |_| {})
+        .await
+        .expect_err("carol may not negotiate");
+    assert!(
+        refused.to_string().contains("forbidden")
+            || refused.to_string().contains("may not negotiate"),
+        "{refused}"
     );
     app.stop().await;
 }

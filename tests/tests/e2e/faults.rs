@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::support::{MODEL, post_coded, until_ready_is};
+use crate::support::{MODEL, conversation_of, post_coded, until_ready_is};
 
 /// Long enough for anything that is not stuck; the tests assert what happens, not how fast.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -83,16 +83,6 @@ fn logged(client: &str, text: &str) -> Message {
         "conversation_client",
         client,
     ))
-}
-
-/// The id of the conversation a reply belongs to.
-fn conversation_of(reply: &Value) -> String {
-    let reply = parley_nlip::from_json_value(reply).expect("an NLIP message");
-    let token = reply
-        .tokens()
-        .find(|t| t.subformat == "conversation_parley")
-        .expect("the conversation's token");
-    token.content.as_str().expect("a string token").to_owned()
 }
 
 #[tokio::test]
@@ -318,7 +308,7 @@ fn meta(client: &str, value: Value) -> Message {
 }
 
 /// The meta-protocol messages of a reply.
-fn meta_of(reply: &Message) -> Vec<Value> {
+pub(crate) fn meta_of(reply: &Message) -> Vec<Value> {
     reply
         .submessages
         .iter()

@@ -19,6 +19,7 @@ use parley_store::{AuditFilter, HandlerRecord, HandlerState, Store};
 use parley_tests::{TestApp, test_settings};
 use serde_json::json;
 
+use crate::provider_cases::without_test_cases;
 use crate::support::{MODEL, OTHER, client_from, new_requester, product_protocol, request};
 
 /// The product the faulty handler answers outside the protocol (it is in the catalogue, and in
@@ -258,6 +259,41 @@ async fn a_report_on_an_answer_that_follows_the_protocol_is_refused_with_reasons
     let events = fix_events(&store).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].outcome, "rejected");
+
+    // A protocol without test cases of its own is checked against those its handler was
+    // verified against: the cases the provider wrote for it.
+    let negotiated = requester
+        .negotiate(&provider.url(), &without_test_cases(), |_| {})
+        .await
+        .expect("negotiate");
+    assert_eq!(
+        negotiated.outcome,
+        Outcome::Agreed,
+        "{:?}",
+        negotiated.transcript
+    );
+    let called = requester
+        .call(&provider.url(), &negotiated.hash, asked.clone())
+        .await
+        .expect("answered");
+    let answer = requester
+        .report_error(
+            &mut client,
+            &negotiated.hash,
+            &asked,
+            Some(&called.answer),
+            "the price should be in EUR",
+        )
+        .await
+        .expect("the provider answers the report");
+    let FixAnswer::Refused { reason } = answer else {
+        panic!("a conforming answer is not fixed: {answer:?}");
+    };
+    assert!(
+        reason.contains("test cases it was verified against"),
+        "{reason}"
+    );
+    assert!(!reason.contains(" 0 test cases"), "{reason}");
 
     // A report that is not about a protocol served here is `unknown_protocol`.
     let unknown = FixReport::new(ProtocolHash::of("another protocol"), asked, None, "wrong");

@@ -2,8 +2,9 @@
 //! crate's library, `parley_tests`) spoken to over HTTP (`http`, `store_errors`), WebSocket
 //! (`websocket`), what one address may hold and send (`per_address`), the seed-002 framing
 //! (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents
-//! (`negotiation`), a requester's run-time error report fixing the provider's handler
-//! (`fix_error`), the bounded cost of a proposal (`bounded_work`), whose state is whose and how
+//! (`negotiation`; test cases the provider proposes in `provider_cases`), a requester's run-time
+//! error report fixing the provider's handler (`fix_error`), the bounded cost of a proposal
+//! (`bounded_work`), whose state is whose and how
 //! much of it there may be (`state_limits`), idle conversations expiring (`expiry`), tool calls
 //! routed to capabilities (`router`), storage faults under a running server
 //! (`storage_faults`), a database, model or capability endpoint failing and coming back
@@ -43,6 +44,7 @@ mod mcp_server;
 mod negotiation;
 mod openai_backend;
 mod per_address;
+mod provider_cases;
 mod requester;
 mod router;
 mod seed003;

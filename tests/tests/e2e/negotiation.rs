@@ -301,7 +301,7 @@ async fn a_provider_that_forgot_is_renegotiated_automatically() {
 }
 
 /// Sends meta-protocol messages in one control message and returns status and reply.
-async fn send_meta(
+pub(crate) async fn send_meta(
     app: &TestApp,
     metas: &[Value],
     conversation: Option<&parley_nlip::Submessage>,

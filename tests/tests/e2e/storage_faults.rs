@@ -1,13 +1,15 @@
 //! Storage faults under a running server: readiness says when the database takes no writes,
 //! nothing is acknowledged that was not stored, and the server recovers on its own once the
 //! storage is back. Findings of a hostile trial: after a full disk had room again, every
-//! negotiation failed ("attempted to call begin_with at non-zero transaction depth"); a database
-//! file deleted while the server ran silently lost what it acknowledged; `/health` said 200
-//! throughout.
+//! negotiation failed ("attempted to call begin_with at non-zero transaction depth"); after a
+//! read-only data directory was made writable again, "attempt to write a readonly database"
+//! persisted; a database file deleted while the server ran silently lost what it acknowledged;
+//! `/health` said 200 throughout.
 //!
-//! A full disk is a small tmpfs, which only a process allowed to mount (root, CAP_SYS_ADMIN)
-//! can make; without that permission the test says so and checks nothing. The store's own tests
-//! cover the same recovery without a file system (`parley-store`, `sqlite::tests`).
+//! The faults are real file-system states, which need root: a full disk is a small tmpfs
+//! (mounting needs CAP_SYS_ADMIN), a read-only database an immutable file (`chattr +i` needs
+//! CAP_LINUX_IMMUTABLE). Without the permission these tests fail and say why. The store's own
+//! tests cover the same recovery without a file system (`parley-store`, `sqlite::tests`).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,13 +19,20 @@ use parley_nlip::{Format, Message, Submessage};
 use parley_tests::{TestApp, test_settings};
 use serde_json::Value;
 
-use crate::support::{new_requester, post_coded, product_protocol, until_ready_is};
+use crate::support::{
+    conversation_of, new_requester, post_coded, product_protocol, until_ready_is,
+};
 
-/// A message in a conversation (so it is stored), with `bytes` of text.
-fn logged(bytes: usize) -> Value {
-    let token = Submessage::new(Format::Token, "conversation_client", "faults");
-    let message = Message::text("english", "x".repeat(bytes)).with_submessage(token);
+/// A message in the conversation `client` names (so it is stored) saying `text`.
+fn said(client: &str, text: &str) -> Value {
+    let token = Submessage::new(Format::Token, "conversation_client", client);
+    let message = Message::text("english", text).with_submessage(token);
     parley_nlip::to_json_value(&message)
+}
+
+/// A message in a conversation, with `bytes` of text.
+fn logged(bytes: usize) -> Value {
+    said("faults", &"x".repeat(bytes))
 }
 
 async fn post(app: &TestApp, body: &Value) -> (u16, String) {
@@ -69,16 +78,19 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// `None` when this process may not mount (not root, or no CAP_SYS_ADMIN).
-    fn mount(size: &str) -> Option<Tmpfs> {
+    /// Fails the test when this process may not mount (not root, or no CAP_SYS_ADMIN).
+    fn mount(size: &str) -> Tmpfs {
         let dir = tempfile::tempdir().expect("tempdir");
         let mounted = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir.path())
-            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        mounted.then_some(Tmpfs { dir })
+        assert!(
+            mounted,
+            "mounting a tmpfs (a disk that fills up) needs root or CAP_SYS_ADMIN"
+        );
+        Tmpfs { dir }
     }
 
     fn path(&self) -> &Path {
@@ -95,6 +107,21 @@ impl Drop for Tmpfs {
     }
 }
 
+/// Waits for the server to say it is ready again, then shows that it stores and negotiates,
+/// and stops it.
+async fn recovered(app: TestApp) {
+    until_ready_is(&app, 200).await;
+    assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&app.url(), &product_protocol(), |_| {})
+        .await
+        .expect("a negotiation once the storage is back");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+    app.stop().await;
+}
+
 /// Fills the file system `path` is on with one file; returns it.
 fn fill(path: &Path) -> PathBuf {
     let filler = path.join("filler");
@@ -108,12 +135,7 @@ fn fill(path: &Path) -> PathBuf {
 
 #[tokio::test]
 async fn the_server_recovers_when_a_full_disk_has_room_again() {
-    let Some(disk) = Tmpfs::mount("8m") else {
-        eprintln!(
-            "storage_faults: not run: mounting a tmpfs needs root (CAP_SYS_ADMIN) to make a disk that fills up"
-        );
-        return;
-    };
+    let disk = Tmpfs::mount("8m");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut settings = test_settings(dir.path());
     // The database on the small disk; the sandbox's artifact cache elsewhere.
@@ -137,14 +159,97 @@ async fn the_server_recovers_when_a_full_disk_has_room_again() {
 
     // Room again: the server recovers on its own, and negotiates.
     std::fs::remove_file(filler).expect("free the disk");
-    until_ready_is(&app, 200).await;
+    recovered(app).await;
+}
+
+/// A file made immutable (`chattr +i`) until dropped. Nobody, root included, can open it for
+/// writing, while descriptors opened before keep writing through: to a running server it is a
+/// data directory turned read-only, met by every connection its pool opens from then on.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    /// Fails the test when the attribute cannot be set (it needs root or CAP_LINUX_IMMUTABLE, and
+    /// a file system that has it: ext4, xfs, tmpfs).
+    fn hold(path: &Path) -> Immutable {
+        let set = chattr("+i", path);
+        assert!(
+            set,
+            "making {} immutable needs root or CAP_LINUX_IMMUTABLE",
+            path.display()
+        );
+        Immutable(path.to_owned())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        chattr("-i", &self.0);
+    }
+}
+
+fn chattr(flag: &str, path: &Path) -> bool {
+    std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(path)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[tokio::test]
+async fn the_server_recovers_when_its_database_was_read_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = test_settings(dir.path());
+    let app = TestApp::spawn(&settings).await;
     assert_eq!(post(&app, &logged(10)).await, (200, String::new()));
-    let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&app.url(), &product_protocol(), |_| {})
+
+    // The file turns read-only. The connections open now go on writing; bursts of concurrent
+    // writers make the pool open more, and those cannot write.
+    let read_only = Immutable::hold(&settings.database_file());
+    let mut acknowledged = Vec::new();
+    let mut refused = None;
+    for round in 0..20 {
+        let burst = (0..32).map(|i| {
+            let text = format!("burst {round}.{i}");
+            let app = &app;
+            async move {
+                let (status, reply, code) = post_coded(app, &said(&text, &text)).await;
+                (text, status, reply, code)
+            }
+        });
+        for (text, status, reply, code) in futures::future::join_all(burst).await {
+            if status == 200 {
+                acknowledged.push((conversation_of(&reply), text));
+            } else {
+                refused.get_or_insert((status, code));
+            }
+        }
+        if refused.is_some() {
+            break;
+        }
+    }
+    assert_eq!(
+        refused,
+        Some((503, "store_unavailable".into())),
+        "a write on a connection opened while the file was read-only"
+    );
+    assert_eq!(until_ready_is(&app, 503).await["store"], "not_writable");
+
+    // Writable again: the server recovers on its own, and negotiates.
+    drop(read_only);
+    recovered(app).await;
+
+    // Every message acknowledged during the fault is in its conversation's log.
+    let store = parley_store::connect(&settings.database_url(), Default::default())
         .await
-        .expect("a negotiation after the disk had room again");
-    assert_eq!(negotiated.outcome, Outcome::Agreed);
-    app.stop().await;
+        .expect("the database");
+    for (conversation, text) in acknowledged {
+        let log = store
+            .list_messages(&conversation, 0, 10)
+            .await
+            .expect("the log");
+        assert!(
+            log.iter().any(|m| m.message.to_string().contains(&text)),
+            "{text:?} was acknowledged but is not in {conversation}'s log"
+        );
+    }
 }

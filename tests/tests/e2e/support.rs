@@ -66,6 +66,16 @@ pub async fn post_coded(app: &parley_tests::TestApp, body: &Value) -> (u16, Valu
     (status, reply, code)
 }
 
+/// The id of the conversation a reply belongs to (the server's `conversation_parley` token).
+pub fn conversation_of(reply: &Value) -> String {
+    let reply = parley_nlip::from_json_value(reply).expect("an NLIP message");
+    let token = reply
+        .tokens()
+        .find(|t| t.subformat == "conversation_parley")
+        .expect("the conversation's token");
+    token.content.as_str().expect("a string token").to_owned()
+}
+
 /// Polls `/health/ready` until it answers `status` (at most 30 s); the body it answered.
 pub async fn until_ready_is(app: &parley_tests::TestApp, status: u16) -> Value {
     tokio::time::timeout(std::time::Duration::from_secs(30), async {

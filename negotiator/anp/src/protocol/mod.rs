@@ -73,6 +73,9 @@
 //! its expected result, or whose words name nothing checkable, is noted in
 //! [`ProtocolDoc::unclear`] rather than refused.
 //!
+//! Test cases a peer proposes for an agreed protocol (`testCasesNegotiation`) are checked
+//! against its schemas with [`review_test_cases`].
+//!
 //! # Bounded work
 //! A document read from a peer is parsed with [`ProtocolDoc::parse_within`] and its
 //! [`DocLimits`]; every schema's regular expressions run in linear time (see [`limits`]).
@@ -85,6 +88,7 @@
 mod derive;
 mod expect;
 pub mod limits;
+mod review;
 mod schemas;
 mod sections;
 mod test_cases;
@@ -97,6 +101,7 @@ use serde_json::Value;
 
 pub use self::limits::DocLimits;
 use self::limits::compile;
+pub use self::review::review_test_cases;
 use self::schemas::find_schemas;
 use self::sections::{Section, split_sections};
 use self::test_cases::find_test_cases;

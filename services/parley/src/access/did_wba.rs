@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 use parley_auth::did_wba::{DidWba, SignedRequest, claimed_did};
+use parley_auth::origin_proof::OriginRequest;
+use serde_json::Value;
 
 use super::{Access, Principal, Scheme};
 use crate::did_documents::DidDocuments;
@@ -162,6 +164,36 @@ impl Access {
         Err(refused)
     }
 
+    /// The principal an ANP request's origin proof proves (`params.auth.origin_proof`, signed
+    /// over `method`, `params.meta` and `params.body`); `None` when the request carries no proof
+    /// or this agent takes no DID-WBA. A proof that proves nothing is `unauthenticated`.
+    pub async fn origin_proven(
+        &self,
+        method: &str,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<Option<Principal>, ApiError> {
+        let Some(did_wba) = &self.did_wba else {
+            return Ok(None);
+        };
+        let Some(proof) = params.get("auth").and_then(|a| a.get("origin_proof")) else {
+            return Ok(None);
+        };
+        let empty = Value::Object(serde_json::Map::new());
+        let request = OriginRequest {
+            method,
+            meta: params.get("meta").unwrap_or(&empty),
+            body: params.get("body").unwrap_or(&empty),
+            proof,
+        };
+        let did = request.claimed_did().map_err(|e| refused(&e))?;
+        let document = did_wba.document(&did).await?;
+        let verified = did_wba
+            .verifier
+            .verify_origin(&request, &document)
+            .map_err(|e| refused(&e))?;
+        Ok(Some(self.did_principal(&verified)))
+    }
+
     /// Resolves the claimed DID's document (no lock held), then verifies the credential.
     async fn did_wba(&self, request: &SignedRequest<'_>) -> Result<Principal, ApiError> {
         let Some(did_wba) = &self.did_wba else {
@@ -169,19 +201,32 @@ impl Access {
                 "this agent does not take DID-WBA credentials".to_owned(),
             ));
         };
-        let refused = |e: &dyn std::fmt::Display| ApiError::Unauthenticated(e.to_string());
         let did = claimed_did(request).map_err(|e| refused(&e))?;
-        let document = did_wba
-            .documents
-            .resolve(&did)
-            .await
-            .map_err(|e| refused(&e))?;
+        let document = did_wba.document(&did).await?;
         let verified = did_wba
             .verifier
             .verify(request, &document)
             .await
             .map_err(|e| refused(&e))?;
-        let entry = self.file.by_did(&verified);
-        Ok(self.declared_or_named(entry, &verified, Scheme::DidWba))
+        Ok(self.did_principal(&verified))
     }
+
+    /// The peer a verified DID names: its peers-file entry, or a peer named by the DID with the
+    /// anonymous grants.
+    fn did_principal(&self, did: &str) -> Principal {
+        let entry = self.file.by_did(did);
+        self.declared_or_named(entry, did, Scheme::DidWba)
+    }
+}
+
+impl DidWbaAccess {
+    /// The DID document of `did`, fetched (no lock held) or cached.
+    async fn document(&self, did: &str) -> Result<std::sync::Arc<Value>, ApiError> {
+        self.documents.resolve(did).await.map_err(|e| refused(&e))
+    }
+}
+
+/// A credential that proves nothing: `unauthenticated`, never anonymous.
+fn refused(e: &dyn std::fmt::Display) -> ApiError {
+    ApiError::Unauthenticated(e.to_string())
 }

@@ -141,7 +141,8 @@ pub struct TokenArgs {
         long,
         env = "PARLEY_TOKEN",
         value_name = "TOKEN",
-        hide_env_values = true
+        hide_env_values = true,
+        conflicts_with = "did_document"
     )]
     pub token: Option<String>,
     /// Where the token goes over NLIP: `header` (Authorization: Bearer, on every request), or
@@ -154,16 +155,47 @@ pub struct TokenArgs {
         default_value = "header"
     )]
     pub token_in: crate::client::Placement,
+    /// A DID-WBA identity instead of a token (ANP-02): this `did:wba` DID document (JSON), whose
+    /// key `--did-key` holds, signs every request (an HTTP Message Signature)
+    #[arg(
+        long,
+        env = "PARLEY_DID_DOCUMENT",
+        value_name = "FILE",
+        requires = "did_key"
+    )]
+    pub did_document: Option<PathBuf>,
+    /// The PEM private key of one of the `--did-document`'s verification methods
+    #[arg(
+        long,
+        env = "PARLEY_DID_KEY",
+        value_name = "FILE",
+        requires = "did_document"
+    )]
+    pub did_key: Option<PathBuf>,
 }
 
 impl TokenArgs {
-    /// The token, checked to be one a header can carry, to present where `--token-in` says.
-    pub(super) fn bearer(&self) -> Result<Option<crate::client::BearerToken>, CliError> {
+    /// The credential to present: the token (checked to be one a header can carry, presented
+    /// where `--token-in` says), or the DID-WBA identity, whose files must load and agree.
+    pub(super) fn credential(&self) -> Result<Option<crate::client::Credential>, CliError> {
+        if let (Some(document), Some(key)) = (&self.did_document, &self.did_key) {
+            let signer = crate::client::DidSigner::new(&super::read(document)?, &super::read(key)?)
+                .map_err(|e| {
+                    CliError::Usage(format!(
+                        "--did-document {} with --did-key {}: {e}",
+                        document.display(),
+                        key.display()
+                    ))
+                })?;
+            return Ok(Some(crate::client::Credential::DidWba(
+                std::sync::Arc::new(signer),
+            )));
+        }
         self.token
             .as_deref()
             .map(crate::client::BearerToken::new)
             .transpose()
-            .map(|token| token.map(|t| t.presented(self.token_in)))
+            .map(|token| token.map(|t| t.presented(self.token_in).into()))
             .map_err(|e| CliError::Usage(format!("--token: {e}")))
     }
 }

@@ -72,7 +72,7 @@ pub(super) async fn negotiate(args: NegotiateArgs) -> Result<ExitCode, CliError>
         max_rounds: args.max_rounds,
         wire: args.wire.wire(),
         tls: args.tls.client_tls()?,
-        token: args.token.bearer()?,
+        token: args.token.credential()?,
         test_cases,
         ..Requester::new(args.store.open().await?)
     };
@@ -158,7 +158,7 @@ pub(super) async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
         max_rounds: args.max_rounds,
         wire: args.wire.wire(),
         tls: args.tls.client_tls()?,
-        token: args.token.bearer()?,
+        token: args.token.credential()?,
         ..Requester::new(args.store.open().await?)
     };
     let path = PathBuf::from(&args.protocol);

@@ -171,7 +171,7 @@ impl NlipLink {
     pub async fn connect(
         url: &str,
         tls: &crate::tls::ClientTls,
-        token: Option<&crate::client::BearerToken>,
+        token: Option<&crate::client::Credential>,
     ) -> Result<NlipLink, RequesterError> {
         Ok(NlipLink {
             client: NlipClient::connect_as(url, false, tls, token).await?,

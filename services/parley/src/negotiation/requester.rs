@@ -13,10 +13,15 @@
 //! accepted only within the guard rails of [`parley_anp::fix`]: data values the requester could
 //! not know may be corrected, statuses, structure and its own values may not. A configured
 //! [`Requester::reviewer`] (a protocol reasoner, e.g. over a model) may then still decline.
+//!
+//! Test cases a provider proposes (`testCasesNegotiation`, for a protocol without any of its
+//! own) are agreed only when every request and expected response follows the protocol's schemas
+//! (`cases`); [`Negotiated::test_cases`] returns the cases agreed either way round.
 
 mod anp;
 mod anp12;
 mod binding;
+mod cases;
 mod channel;
 mod counter;
 mod fix;
@@ -34,7 +39,7 @@ use std::sync::Arc;
 
 use parley_anp::{
     FixReview, FixVerdict, MetaMessage, MetaProtocolInfo, ProtocolDoc, ProtocolHash,
-    RequesterSession, SessionConfig, Step, Verdict,
+    RequesterSession, SessionConfig, Step,
 };
 use parley_nlip::{ErrorInfo, Message};
 use parley_reasoner::ProtocolReasoner;
@@ -134,6 +139,10 @@ pub struct Negotiated {
     pub transcript: Vec<(Direction, Value)>,
     /// NLIP messages exchanged.
     pub messages: u32,
+    /// The test cases agreed through `testCasesNegotiation` (ours the provider's handler passes,
+    /// or the provider's, for a protocol without test cases of its own, that follow the
+    /// protocol), if any; the transcript kept in the local store holds them too.
+    pub test_cases: Option<String>,
 }
 
 /// Progress reports while a negotiation runs (stage, round).
@@ -155,8 +164,8 @@ pub struct Requester {
     pub wire: Wire,
     /// What it trusts and presents over `https://` and `wss://`.
     pub tls: crate::tls::ClientTls,
-    /// The credential it presents to providers (`Authorization: Bearer`), if any.
-    pub token: Option<crate::client::BearerToken>,
+    /// The credential it presents to providers (a bearer token or a DID-WBA identity), if any.
+    pub token: Option<crate::client::Credential>,
     /// Test cases of its own (the protocol document's `Test Cases` form), proposed with
     /// `testCasesNegotiation` once a protocol is agreed and both sides generated their code: the
     /// provider runs them against its handler, and an agreement whose handler fails them is
@@ -346,8 +355,11 @@ impl<C: MetaChannel, P: FnMut(Progress)> Run<'_, C, P> {
                 };
                 Next::Done(self.doc.hash(), outcome)
             }
-            Step::EvaluateTestCases { .. } => {
-                Next::step(self.session.test_cases_evaluated(Verdict::Accept))
+            Step::EvaluateTestCases { test_cases } => {
+                self.report("reviewing the provider's test cases");
+                let agreed = self.session.agreed().map(|(_, text)| text);
+                let verdict = cases::judge_cases(agreed, &test_cases);
+                Next::step(self.session.test_cases_evaluated(verdict))
             }
             Step::TestCasesAgreed { send, .. } => {
                 self.outbox.extend(send);
@@ -458,6 +470,7 @@ impl Requester {
                 rounds: 0,
                 transcript: channel.transcript,
                 messages: channel.messages,
+                test_cases: None,
             });
         }
         let mut run = Run {
@@ -483,6 +496,7 @@ impl Requester {
             rounds: session.rounds(),
             transcript: channel.transcript,
             messages: channel.messages,
+            test_cases: session.agreed_test_cases().map(str::to_owned),
         })
     }
 

@@ -11,13 +11,14 @@
 //! ANP peers where the end-point is.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse as _, Response};
-use parley_anp::rpc::{RpcError, error_response};
+use parley_anp::rpc::{Envelope, RpcError, error_response};
 use serde_json::Value;
 
 use super::AppState;
@@ -25,6 +26,7 @@ use super::http::read_body_within;
 use crate::error::ApiError;
 use crate::negotiation::jsonrpc::describe::{agent_description, discovery_page};
 use crate::negotiation::jsonrpc::{Endpoint, Urls, refusal, request_id};
+use crate::peer::Caller;
 
 /// `POST /anp/rpc`.
 pub(super) async fn rpc(
@@ -74,6 +76,10 @@ pub(super) async fn rpc(
             Err(e) => return refuse(&request_id(&bytes), e),
         },
     };
+    let caller = match origin_proven(&state, caller, &bytes).await {
+        Ok(caller) => caller,
+        Err(e) => return refuse(&request_id(&bytes), e),
+    };
     let endpoint = Endpoint {
         agent: state.agent.clone(),
         caller: caller.clone(),
@@ -96,6 +102,38 @@ pub(super) async fn rpc(
         ),
     }
 }
+
+/// The caller, named by the request's origin proof when its HTTP request named nobody
+/// (`Access::origin_proven`; the proof is the ANP 1.2 way to prove the sender whatever carried
+/// the request). A request the server cannot read is left to the end-point to refuse.
+async fn origin_proven(state: &AppState, caller: Caller, bytes: &[u8]) -> Result<Caller, ApiError> {
+    let access = state.agent.access();
+    if caller.principal.id.is_some() || !access.takes_did_wba() {
+        return Ok(caller);
+    }
+    let Ok(envelope) = Envelope::parse(bytes) else {
+        return Ok(caller);
+    };
+    match access
+        .origin_proven(&envelope.method, &envelope.params)
+        .await
+    {
+        Ok(Some(principal)) => Ok(Caller::new(caller.addr, Arc::new(principal))),
+        Ok(None) => Ok(caller),
+        Err(ApiError::Unauthenticated(reason)) => {
+            let actor = crate::audit::Actor::at(caller.addr);
+            let audit = state.agent.audit();
+            audit
+                .authentication_failed(&actor, ORIGIN_PROOF, &reason)
+                .await;
+            Err(ApiError::Unauthenticated(reason))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The scheme of a failed origin proof in the audit log.
+const ORIGIN_PROOF: &str = "anp-origin-proof";
 
 /// `/anp/rpc` with another method than POST: 405, with a JSON-RPC error saying so.
 pub(super) async fn not_post() -> Response {

@@ -26,8 +26,8 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
-use crate::client::BearerToken;
 use crate::client::ClientError;
+use crate::client::Credential;
 use crate::negotiation::requester::{MetaChannel, RequesterError};
 use crate::tls::ClientTls;
 use parley_anp::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
@@ -109,7 +109,7 @@ impl AnpLink {
         url: &str,
         options: AnpOptions,
         tls: &ClientTls,
-        token: Option<&BearerToken>,
+        token: Option<&Credential>,
     ) -> Result<AnpLink, RequesterError> {
         let url = endpoint(url)?;
         let connector = match url.scheme() {

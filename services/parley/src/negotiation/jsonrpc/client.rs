@@ -1,16 +1,18 @@
 //! The caller's side: [`RpcLink`], JSON-RPC requests to a peer's negotiation end-point, found
 //! through ANP discovery when the peer is named by its base URL.
 //!
-//! Discovery (ANP-08, then ANP-07): `GET /.well-known/agent-descriptions`, the first agent
-//! description it lists (followed by its `@id` unless the item carries its `interfaces`), and
-//! in it the first `MetaProtocolInterface` of profile `anp.meta.negotiation.v1`; relative URLs
-//! are resolved against the document that holds them.
+//! Discovery (ANP-08, then ANP-07): `GET /.well-known/agent-descriptions`, a `CollectionPage`
+//! whose items are agent descriptions (inline when an item carries its `interfaces`, else
+//! fetched by `@id`), walked in order and through its `next` pages until a description has a
+//! `MetaProtocolInterface` of profile `anp.meta.negotiation.v1`; relative URLs are resolved
+//! against the document that holds them. The walk is bounded (pages, descriptions, bytes and
+//! time per document) and a page leading back to one already read ends it.
 
 use parley_anp::rpc::{NegotiationResult, PROFILE, RpcError};
 use parley_store::Direction;
 use serde_json::{Value, json};
 
-use crate::client::{ClientError, names_a_host};
+use crate::client::{ClientError, Credential, names_a_host};
 use crate::tls::ClientTls;
 
 /// Why a JSON-RPC exchange with a peer failed (its JSON-RPC errors are answers, not these).
@@ -32,6 +34,8 @@ pub enum RpcLinkError {
 #[derive(Debug)]
 pub struct RpcLink {
     http: reqwest::Client,
+    /// What every request presents (a bearer token's header, or a fresh DID-WBA signature).
+    credential: Option<Credential>,
     /// The end-point requests go to.
     pub endpoint: url::Url,
     next_id: u64,
@@ -54,8 +58,13 @@ pub fn discovery_url(url: &url::Url) -> Option<url::Url> {
 
 impl RpcLink {
     /// The negotiation end-point of the agent at `url` (see [`discovery_url`]; without a
-    /// scheme, `http://`), trusting and presenting what `tls` says over `https://`.
-    pub async fn connect(url: &str, tls: &ClientTls) -> Result<RpcLink, RpcLinkError> {
+    /// scheme, `http://`), trusting and presenting what `tls` says over `https://`; every
+    /// JSON-RPC request presents `credential`, when there is one.
+    pub async fn connect(
+        url: &str,
+        tls: &ClientTls,
+        credential: Option<&Credential>,
+    ) -> Result<RpcLink, RpcLinkError> {
         let invalid = |reason: String| ClientError::Url {
             url: url.to_owned(),
             reason,
@@ -85,6 +94,7 @@ impl RpcLink {
         };
         Ok(RpcLink {
             http,
+            credential: credential.cloned(),
             endpoint,
             next_id: 0,
             transcript: Vec::new(),
@@ -101,13 +111,17 @@ impl RpcLink {
         let id = format!("parley-{}", self.next_id);
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.transcript.push((Direction::Outbound, request.clone()));
-        let response = self
+        let body = serde_json::to_vec(&request).expect("a JSON value serializes");
+        let mut post = self
             .http
             .post(self.endpoint.clone())
-            .json(&request)
-            .send()
-            .await
-            .map_err(ClientError::Http)?;
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        if let Some(credential) = &self.credential {
+            for (name, value) in credential.headers("POST", &self.endpoint, Some(&body))? {
+                post = post.header(name, value);
+            }
+        }
+        let response = post.body(body).send().await.map_err(ClientError::Http)?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(ClientError::Http)?;
         let not_rpc = || RpcLinkError::NotJsonRpc {
@@ -166,29 +180,97 @@ impl RpcLink {
     }
 }
 
-/// Follows discovery from `start` to the negotiation end-point.
+/// How far discovery walks a peer's directory: pages, descriptions fetched, bytes per
+/// document, and time per fetch. A directory is walked, not trusted.
+const MAX_PAGES: usize = 16;
+const MAX_DESCRIPTIONS: usize = 64;
+const MAX_DOCUMENT_BYTES: usize = 1 << 20;
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Follows discovery from `start` to the negotiation end-point: an agent description's
+/// `MetaProtocolInterface`, or the first one among the descriptions a discovery page lists,
+/// its `next` pages included (see the module docs).
 async fn discover(http: &reqwest::Client, start: url::Url) -> Result<url::Url, RpcLinkError> {
-    let mut url = start;
-    let mut document = fetch(http, &url).await?;
-    if document.get("@type").and_then(Value::as_str) == Some("CollectionPage") {
-        let item = document
-            .get("items")
-            .and_then(Value::as_array)
-            .and_then(|items| items.first())
-            .cloned()
-            .ok_or_else(|| failed(&url, "the discovery page lists no agent description"))?;
-        if item.get("interfaces").is_some() {
-            document = item;
-        } else {
-            let id = item
-                .get("@id")
-                .and_then(Value::as_str)
-                .ok_or_else(|| failed(&url, "the listed agent description has no @id"))?;
-            url = url.join(id).map_err(|e| failed(&url, &e.to_string()))?;
-            document = fetch(http, &url).await?;
-        }
+    let mut url = start.clone();
+    let mut page = fetch(http, &url).await?;
+    if page.get("@type").and_then(Value::as_str) != Some("CollectionPage") {
+        return meta_interface(&url, &page)
+            .ok_or_else(|| failed(&url, "the agent description has no MetaProtocolInterface"));
     }
-    let interface = document
+    let mut seen = std::collections::HashSet::from([url.clone()]);
+    let mut fetched = 0;
+    let mut skipped = None;
+    loop {
+        let items = page.get("items").and_then(Value::as_array);
+        for item in items.into_iter().flatten() {
+            if item.get("interfaces").is_some() {
+                if let Some(endpoint) = meta_interface(&url, item) {
+                    return Ok(endpoint);
+                }
+                continue;
+            }
+            let Some(id) = item.get("@id").and_then(Value::as_str) else {
+                continue;
+            };
+            fetched += 1;
+            if fetched > MAX_DESCRIPTIONS {
+                return Err(failed(
+                    &start,
+                    &format!(
+                        "no MetaProtocolInterface in the first {MAX_DESCRIPTIONS} agent descriptions listed"
+                    ),
+                ));
+            }
+            let at = url.join(id).map_err(|e| failed(&url, &e.to_string()))?;
+            // One listed agent that cannot be read does not hide the others.
+            match fetch(http, &at).await {
+                Ok(description) => {
+                    if let Some(endpoint) = meta_interface(&at, &description) {
+                        return Ok(endpoint);
+                    }
+                }
+                Err(e) => skipped = Some(e),
+            }
+        }
+        let Some(next) = next_page(&page) else {
+            break;
+        };
+        let next = url.join(next).map_err(|e| failed(&url, &e.to_string()))?;
+        if !seen.insert(next.clone()) {
+            return Err(failed(
+                &next,
+                "the discovery pages lead back to a page already read",
+            ));
+        }
+        if seen.len() > MAX_PAGES {
+            return Err(failed(
+                &start,
+                &format!("no MetaProtocolInterface within {MAX_PAGES} discovery pages"),
+            ));
+        }
+        page = fetch(http, &next).await?;
+        url = next;
+    }
+    Err(skipped.unwrap_or_else(|| {
+        failed(
+            &start,
+            "no agent description listed has a MetaProtocolInterface of profile anp.meta.negotiation.v1",
+        )
+    }))
+}
+
+/// A discovery page's `next` page: a URL, or an object naming one (`@id` or `url`).
+fn next_page(page: &Value) -> Option<&str> {
+    let next = page.get("next")?;
+    next.as_str()
+        .or_else(|| next.get("@id").and_then(Value::as_str))
+        .or_else(|| next.get("url").and_then(Value::as_str))
+}
+
+/// The negotiation end-point `description` (read at `at`) names: its first
+/// `MetaProtocolInterface` of this binding's profile.
+fn meta_interface(at: &url::Url, description: &Value) -> Option<url::Url> {
+    let interface = description
         .get("interfaces")
         .and_then(Value::as_array)
         .into_iter()
@@ -196,18 +278,16 @@ async fn discover(http: &reqwest::Client, start: url::Url) -> Result<url::Url, R
         .find(|i| {
             i.get("type").and_then(Value::as_str) == Some("MetaProtocolInterface")
                 && i.get("profile").and_then(Value::as_str) == Some(PROFILE)
-        })
-        .ok_or_else(|| failed(&url, "the agent description has no MetaProtocolInterface"))?;
-    let target = interface
-        .get("url")
-        .and_then(Value::as_str)
-        .ok_or_else(|| failed(&url, "the MetaProtocolInterface has no url"))?;
-    url.join(target).map_err(|e| failed(&url, &e.to_string()))
+        })?;
+    let target = interface.get("url").and_then(Value::as_str)?;
+    at.join(target).ok()
 }
 
+/// A discovery document: JSON of at most [`MAX_DOCUMENT_BYTES`], within [`FETCH_TIMEOUT`].
 async fn fetch(http: &reqwest::Client, url: &url::Url) -> Result<Value, RpcLinkError> {
-    let response = http
+    let mut response = http
         .get(url.clone())
+        .timeout(FETCH_TIMEOUT)
         .send()
         .await
         .map_err(ClientError::Http)?;
@@ -215,7 +295,16 @@ async fn fetch(http: &reqwest::Client, url: &url::Url) -> Result<Value, RpcLinkE
     if !status.is_success() {
         return Err(failed(url, &format!("HTTP {}", status.as_u16())));
     }
-    let body = response.bytes().await.map_err(ClientError::Http)?;
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(ClientError::Http)? {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(failed(
+                url,
+                &format!("the document is larger than {MAX_DOCUMENT_BYTES} bytes"),
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
     serde_json::from_slice(&body).map_err(|e| failed(url, &format!("not JSON: {e}")))
 }
 

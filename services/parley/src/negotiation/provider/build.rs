@@ -6,9 +6,10 @@ use parley_anp::{ProtocolDoc, TestCase, Verdict, VerificationReport};
 use parley_reasoner::GeneratedHandler;
 use parley_sandbox::Dialect;
 use parley_store::{HandlerRecord, NewHandler};
-use serde_json::{Value, json};
+use serde_json::json;
 use uuid::Uuid;
 
+use super::cases::{Cases, Origin};
 use super::state::{Disputed, Negotiation};
 use super::{Provider, reasoner_error};
 use crate::error::ApiError;
@@ -62,11 +63,11 @@ impl Provider {
                 )));
             }
         };
-        if doc.test_cases().is_empty() {
+        let Some(cases) = self.cases_for(&doc, negotiation) else {
             return Ok(Built::Failed(
-                "the protocol has no test cases; Parley only activates verified handlers".into(),
+                "the protocol has no test cases, and none could be written for it from this provider's capabilities; Parley only activates verified handlers".into(),
             ));
-        }
+        };
         let reasoner = self.protocol_reasoner(&negotiation.meter);
         let generated = match source {
             Source::Generate(mapping) => {
@@ -83,17 +84,21 @@ impl Provider {
             }
         };
         match generated {
-            Ok(generated) => self.verify_and_fix(&doc, generated, negotiation).await,
+            Ok(generated) => {
+                self.verify_and_fix(&doc, &cases, generated, negotiation)
+                    .await
+            }
             Err(e) if e.is_backend_failure() => Err(reasoner_error(e)),
             Err(e) => Ok(Built::Failed(e.to_string())),
         }
     }
 
-    /// Verifies `generated`, and while it fails (at most `fix_attempts` times) asks the
-    /// reasoner for a fix and verifies that.
+    /// Verifies `generated` against `cases`, and while it fails (at most `fix_attempts` times)
+    /// asks the reasoner for a fix and verifies that.
     async fn verify_and_fix(
         &self,
         doc: &ProtocolDoc,
+        cases: &Cases,
         mut generated: GeneratedHandler,
         negotiation: &mut Negotiation,
     ) -> Result<Built, ApiError> {
@@ -106,14 +111,16 @@ impl Provider {
                     "the handler for this protocol needs a capability that is not yours: {why}"
                 )));
             }
-            let (candidate, report) = match self.verify_candidate(doc, &generated).await? {
-                Ok(verified) => verified,
-                Err(failure) => return Ok(Built::Failed(failure)),
-            };
+            let (candidate, report, kept) =
+                match self.verify_candidate(doc, cases, &generated).await? {
+                    Ok(verified) => verified,
+                    Err(failure) => return Ok(Built::Failed(failure)),
+                };
             if report.passed() {
                 generated.compiled = self
-                    .check_compiled(doc, &generated, &report, candidate)
+                    .check_compiled_with(doc, &kept.list, &generated, &report, candidate)
                     .await?;
+                negotiation.generated_cases = kept.to_propose();
                 negotiation.handler_id = Some(candidate);
                 negotiation.handler = Some(generated);
                 return Ok(Built::Verified);
@@ -121,7 +128,7 @@ impl Provider {
             let failure = report.failure_description();
             attempt += 1;
             if attempt > self.limits.fix_attempts {
-                return Ok(give_up(negotiation, generated, report, failure));
+                return Ok(give_up(negotiation, cases, generated, report, failure));
             }
             metrics::reasoner_call(self.reasoner.backend(), "fix");
             generated = match self
@@ -132,7 +139,7 @@ impl Provider {
                 Ok(g) => g,
                 Err(e) if e.is_backend_failure() => return Err(reasoner_error(e)),
                 // The backend has nothing better: the failure stands.
-                Err(_) => return Ok(give_up(negotiation, generated, report, failure)),
+                Err(_) => return Ok(give_up(negotiation, cases, generated, report, failure)),
             };
         }
     }
@@ -154,19 +161,21 @@ impl Provider {
             .await?)
     }
 
-    /// Stores `generated` as a handler candidate, runs the protocol's test cases through it and
-    /// records the verification. `Ok(Err(why))`: the handler does not load.
+    /// Stores `generated` as a handler candidate, runs `cases` through it and records the
+    /// verification, with the cases it kept (see `cases`). `Ok(Err(why))`: the handler does not
+    /// load.
     async fn verify_candidate(
         &self,
         doc: &ProtocolDoc,
+        cases: &Cases,
         generated: &GeneratedHandler,
-    ) -> Result<Result<(Uuid, VerificationReport), String>, ApiError> {
+    ) -> Result<Result<(Uuid, VerificationReport, Cases), String>, ApiError> {
         let candidate = self.insert_candidate(doc, generated).await?;
         let verified = self
             .runner
             .verify(
                 doc,
-                doc.test_cases(),
+                &cases.list,
                 Dialect::JavaScript,
                 &generated.source,
                 &generated.grants,
@@ -174,8 +183,9 @@ impl Provider {
             .await;
         let (passed, record, outcome) = match verified {
             Ok(report) => {
-                let record = serde_json::to_value(&report).unwrap_or(Value::Null);
-                (report.passed(), record, Ok((candidate.id, report)))
+                let (kept, report) = cases.kept(report);
+                let record = kept.record(&report);
+                (report.passed(), record, Ok((candidate.id, report, kept)))
             }
             Err(e) => {
                 let failure = format!("the handler does not load: {}: {e}", e.code());
@@ -290,15 +300,17 @@ impl Provider {
 }
 
 /// How a verification that still fails once our own fixes are exhausted ends: schema-valid
-/// answers that differ only from the expectations point at the expectations, so the handler is
-/// kept, disputed, while the peer is asked; anything else is our failure.
+/// answers that differ only from the peer's expectations point at the expectations, so the
+/// handler is kept, disputed, while the peer is asked; anything else, and any failure of the
+/// cases written here, is our failure.
 fn give_up(
     negotiation: &mut Negotiation,
+    cases: &Cases,
     handler: GeneratedHandler,
     report: VerificationReport,
     failure: String,
 ) -> Built {
-    if expectation_only(&report) {
+    if cases.origin != Origin::Generated && expectation_only(&report) {
         negotiation.disputed = Some(Disputed { handler, report });
         Built::PeerExpectation(failure)
     } else {

@@ -15,7 +15,7 @@
 //! crate `parley-mapping` is the one implementation of a mapping's answers, shared with the
 //! mapping runtime guest.
 
-use parley_anp::{ProtocolDoc, VerificationReport, verify::compiled_differs};
+use parley_anp::{ProtocolDoc, TestCase, VerificationReport, verify::compiled_differs};
 use parley_reasoner::GeneratedHandler;
 use parley_sandbox::Dialect;
 use serde_json::Value;
@@ -36,6 +36,20 @@ impl Provider {
         reference: &VerificationReport,
         candidate: Uuid,
     ) -> Result<Option<Value>, ApiError> {
+        self.check_compiled_with(doc, doc.test_cases(), generated, reference, candidate)
+            .await
+    }
+
+    /// [`Provider::check_compiled`] over `cases`, the ones `reference` ran (for a protocol
+    /// without test cases of its own, see `cases`).
+    pub(super) async fn check_compiled_with(
+        &self,
+        doc: &ProtocolDoc,
+        cases: &[TestCase],
+        generated: &GeneratedHandler,
+        reference: &VerificationReport,
+        candidate: Uuid,
+    ) -> Result<Option<Value>, ApiError> {
         let Some(compiled) = generated
             .compiled
             .as_ref()
@@ -47,7 +61,7 @@ impl Provider {
             .runner
             .verify(
                 doc,
-                doc.test_cases(),
+                cases,
                 Dialect::Mapping,
                 &compiled.to_string(),
                 &generated.grants,

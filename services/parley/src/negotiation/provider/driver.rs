@@ -49,6 +49,8 @@ pub(super) struct Turn {
     pub violation: Option<NegotiationError>,
     /// Whether the peer takes `fixErrorNegotiation` (its hello announced it, or it sent none).
     peer_fixes_errors: bool,
+    /// Whether the peer's hello announced `testCasesNegotiation` (see `cases`).
+    pub peer_takes_cases: bool,
     /// The protocol made active in this turn (see [`MetaTurn::agreed`]).
     pub agreed: Option<ProtocolHash>,
 }
@@ -151,10 +153,12 @@ impl Provider {
                 meter: UsageMeter::new(),
                 disputed: None,
                 proposed: None,
+                generated_cases: None,
             });
         }
         turn.peer_fixes_errors =
             state.peer_supports(parley_anp::messages::capability::FIX_ERROR_NEGOTIATION);
+        turn.peer_takes_cases = state.peer_takes_cases();
         let negotiation = state
             .negotiation
             .as_mut()
@@ -276,7 +280,13 @@ impl Provider {
         self.store.put_protocol(text).await?;
         let source = Source::Generate(turn.mapping.take());
         let built = self.build_handler(text, source, negotiation).await?;
-        Ok(turn.code_generated(&mut negotiation.session, built))
+        let verified = matches!(built, Built::Verified);
+        let next = turn.code_generated(&mut negotiation.session, built);
+        Ok(if verified {
+            self.propose_generated(negotiation, turn, next)
+        } else {
+            next
+        })
     }
 
     /// The handler regenerated from the peer's error report. A fix the peer asked for was built

@@ -4,14 +4,16 @@
 //!
 //! The provider checks again before it believes it: the reported request goes through the
 //! active handler (as a call would, its capabilities called for real) and the answer against the
-//! response schema, and the protocol's test cases run through the handler's source (answered
-//! from their fixtures, as at negotiation). When neither shows a fault the requester is told so
+//! response schema, and the test cases the handler was verified against (the document's, or
+//! those its verification record keeps) run through the handler's source (answered from their
+//! fixtures, as at negotiation). When neither shows a fault the requester is told so
 //! (`rejected`, with the handler's answer). A fault is rebuilt the way a negotiation rebuilds a
 //! handler from a peer's report (`build_handler` with the fault as the failure: the reasoner's
-//! `fix_handler`, verification against the test cases, bounded fixes), and the rebuilt handler
-//! must answer the reported request within the response schema as well (read-only
-//! capabilities called for real, others without fixtures fail, so such a request is refused
-//! rather than answered from a guess). It is then stored as a new handler version of the same
+//! `fix_handler`, verification against the test cases, bounded fixes). The rebuilt handler must
+//! also answer the reported request within the response schema (read-only capabilities are
+//! called for real, others have no fixture and fail, so such a request is refused rather than
+//! answered from a guess) and, when the document has no test cases of its own, pass those its
+//! previous version was verified against. It is then stored as a new handler version of the same
 //! protocol hash, activated (the previous version is retired) and served from this instance's
 //! cache at once: `accepted`. A rebuild that fails is `rejected` with the reason; the active
 //! handler stays. Either way the decision is audited (`handler.fix`) before it is answered, and
@@ -84,6 +86,7 @@ impl Provider {
             meter: UsageMeter::new(),
             proposed: None,
             disputed: None,
+            generated_cases: None,
         }
     }
 
@@ -107,8 +110,9 @@ impl Provider {
             Recheck::Conforms(answer) => {
                 return refuse(format!(
                     "the active handler's answer to the reported request follows the response \
-                     schema ({answer}) and the handler passes the protocol's {} test cases",
-                    active.doc.test_cases().len()
+                     schema ({answer}) and the handler passes the {} test cases it was verified \
+                     against",
+                    verified_cases(&active.doc, record).len()
                 ));
             }
         };
@@ -134,12 +138,13 @@ impl Provider {
             return Err(ApiError::internal("a verified rebuild without a handler"));
         };
         if let Some(still) = self
-            .answers_out_of_schema(&active.doc, &report.request, &generated)
+            .fixed_fails(&active.doc, &report.request, record, &generated)
             .await
         {
             return refuse(format!(
                 "the handler is at fault ({fault}), but its fixed version does not answer the \
-                 reported request within the protocol either: {still}"
+                 reported request within the protocol either, or fails a test case its previous \
+                 version was verified against: {still}"
             ));
         }
         self.store.activate_handler(id).await?;
@@ -199,12 +204,12 @@ impl Provider {
                 None
             }
         };
-        let doc = &active.doc;
+        let cases = verified_cases(&active.doc, record);
         let verified = self
             .runner
             .verify(
-                doc,
-                doc.test_cases(),
+                &active.doc,
+                &cases,
                 Dialect::JavaScript,
                 &record.source,
                 &record.capabilities,
@@ -221,15 +226,24 @@ impl Provider {
         })
     }
 
-    /// What is wrong with `generated`'s answer to `request` (verified as a test case that
-    /// expects only the response schema), or `None` when nothing is.
-    async fn answers_out_of_schema(
+    /// What is wrong with the rebuilt handler `generated`: its answer to `request` (verified as a
+    /// test case that expects only the response schema) and, for a protocol without test cases
+    /// of its own, the cases the previous version was verified against (`build_handler`
+    /// verified it against the document's, or against cases of its own choosing); `None` when
+    /// nothing is.
+    async fn fixed_fails(
         &self,
         doc: &ProtocolDoc,
         request: &Value,
+        previous: &HandlerRecord,
         generated: &GeneratedHandler,
     ) -> Option<String> {
-        let case = TestCase {
+        let mut cases = if doc.test_cases().is_empty() {
+            verified_cases(doc, previous)
+        } else {
+            Vec::new()
+        };
+        cases.push(TestCase {
             name: "the reported request".into(),
             description: None,
             request: request.clone(),
@@ -237,12 +251,12 @@ impl Provider {
             match_mode: MatchMode::Subset,
             fixtures: Fixtures::default(),
             checks: Vec::new(),
-        };
+        });
         let verified = self
             .runner
             .verify(
                 doc,
-                &[case],
+                &cases,
                 Dialect::JavaScript,
                 &generated.source,
                 &generated.grants,
@@ -260,6 +274,21 @@ impl Provider {
             Err(e) => Some(format!("it does not load: {}: {e}", e.code())),
         }
     }
+}
+
+/// The test cases handler `record` of `doc`'s protocol was verified against: the document's
+/// own, or those its verification record keeps (`testCases`: agreed with the peer, or written by
+/// the provider for a document without any; see `cases`).
+fn verified_cases(doc: &ProtocolDoc, record: &HandlerRecord) -> Vec<TestCase> {
+    if !doc.test_cases().is_empty() {
+        return doc.test_cases().to_vec();
+    }
+    record
+        .verification
+        .as_ref()
+        .and_then(|v| v.get("testCases"))
+        .and_then(|cases| serde_json::from_value(cases.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// What checking a report again showed.

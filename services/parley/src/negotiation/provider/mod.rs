@@ -9,6 +9,9 @@
 //!   once and written once per turn.
 //! - `hello`: the hello exchange and the 0-RTT selection.
 //! - `build`: handler generation, verification, regeneration, a disputed handler the peer accepts.
+//! - `cases`: the test cases a handler is verified against (the document's, agreed ones, or
+//!   cases generated from the capabilities for a document without any), and the generated
+//!   cases proposed to the peer with `testCasesNegotiation`.
 //! - `compiled`: the handler's compiled form (its mapping, served without a JavaScript engine):
 //!   its check, what it buys, how to switch it off.
 //! - `outcome`: transcripts, activation of the verified handler, the recorded outcome, and what
@@ -22,6 +25,7 @@
 //! - `usage`: per-peer usage counts and their flusher.
 
 mod build;
+mod cases;
 mod compiled;
 mod driver;
 mod fix;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use parley_anp::{ProtocolHash, ProviderSession, VerificationReport};
+use parley_anp::{ProtocolHash, ProviderSession, TestCase, VerificationReport};
 use parley_reasoner::{GeneratedHandler, UsageMeter};
 use parley_store::{Direction, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,10 @@ pub(super) struct Negotiation {
     /// while the peer is asked about them through `fixErrorNegotiation`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disputed: Option<Disputed>,
+    /// The test cases written here that the verified handler passes, for a protocol without
+    /// test cases of its own: what is proposed to the peer (see `cases`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_cases: Option<Vec<TestCase>>,
 }
 
 /// A handler the peer's expectations dispute, with the verification that showed it.

@@ -52,7 +52,7 @@ impl Requester {
         let doc = ProtocolDoc::parse(text)?;
         let hash = doc.hash();
         self.store.put_protocol(text).await?;
-        let mut link = RpcLink::connect(url, &self.tls).await?;
+        let mut link = RpcLink::connect(url, &self.tls, self.token.as_ref()).await?;
         let peer = link.endpoint.to_string();
         let negotiation_id = format!("neg-{}", uuid::Uuid::new_v4());
         progress(Progress {
@@ -96,6 +96,8 @@ impl Requester {
                 rounds,
                 messages: u32::try_from(link.transcript.len() / 2).unwrap_or(u32::MAX),
                 transcript: link.transcript,
+                // The binding has no testCasesNegotiation.
+                test_cases: None,
             },
         })
     }

@@ -52,7 +52,7 @@ impl BindingRequester {
             None => &self.requester,
             Some(token) => {
                 with_token = Requester {
-                    token: Some(BearerToken::new(token.expose())?),
+                    token: Some(BearerToken::new(token.expose())?.into()),
                     ..self.requester.clone()
                 };
                 &with_token

@@ -87,7 +87,7 @@ impl<C: MetaChannel> Recorded<'_, C> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::VecDeque;
 
     use parley_anp::messages::capability;
@@ -98,7 +98,9 @@ mod tests {
 
     /// A channel whose peer's answers are given in advance, one list per exchange; an empty list
     /// stands for a hello the peer does not answer.
-    struct Scripted(VecDeque<Vec<Value>>);
+    pub(in crate::negotiation::requester) struct Scripted(
+        pub(in crate::negotiation::requester) VecDeque<Vec<Value>>,
+    );
 
     #[async_trait]
     impl MetaChannel for Scripted {
@@ -116,7 +118,7 @@ mod tests {
         }
     }
 
-    async fn requester() -> (Requester, tempfile::TempDir) {
+    pub(in crate::negotiation::requester) async fn requester() -> (Requester, tempfile::TempDir) {
         let (url, dir) = parley_store::testing::fresh_sqlite_url();
         let store = parley_store::connect(&url, Default::default())
             .await
@@ -124,7 +126,7 @@ mod tests {
         (Requester::new(store), dir)
     }
 
-    fn text() -> String {
+    pub(in crate::negotiation::requester) fn text() -> String {
         std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../examples/protocols/product-info.md"),
@@ -132,7 +134,7 @@ mod tests {
         .expect("example protocol")
     }
 
-    fn caps() -> Vec<String> {
+    pub(in crate::negotiation::requester) fn caps() -> Vec<String> {
         capability::ALL.map(str::to_owned).to_vec()
     }
 

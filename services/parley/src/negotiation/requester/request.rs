@@ -21,7 +21,7 @@ use parley_store::Role;
 use serde_json::Value;
 
 use super::{Called, Negotiated, Outcome, Progress, Requester, RequesterError, Wire};
-use crate::client::{BearerToken, ClientError, NlipClient, endpoint};
+use crate::client::{ClientError, Credential, NlipClient, endpoint};
 use crate::negotiation::jsonrpc::client::RpcLinkError;
 use crate::tls::ClientTls;
 
@@ -301,7 +301,7 @@ async fn ask(
     url: &str,
     text: String,
     tls: &ClientTls,
-    token: Option<&BearerToken>,
+    token: Option<&Credential>,
 ) -> Result<Message, RequesterError> {
     let mut client = NlipClient::connect_as(url, false, tls, token).await?;
     let reply = client
@@ -333,7 +333,7 @@ pub async fn ask_in_natural_language(
     url: &str,
     protocol: &str,
     tls: &ClientTls,
-    token: Option<&BearerToken>,
+    token: Option<&Credential>,
 ) -> Result<String, RequesterError> {
     let text = ProtocolDoc::parse(protocol)
         .ok()
