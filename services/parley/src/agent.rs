@@ -40,6 +40,7 @@ use sha2::{Digest, Sha256};
 
 use crate::access::{self, Access, Action};
 use crate::error::ApiError;
+use crate::negotiation::fix_report::FixReport;
 use crate::negotiation::nlip;
 use crate::negotiation::provider::Provider;
 use crate::peer::{Caller, PeerAddress};
@@ -322,6 +323,7 @@ impl Agent {
             (Route::Application(application), _) => {
                 self.application(application, caller).await.map(ok)
             }
+            (Route::Fix(report), _) => Box::pin(self.fix(report, caller)).await.map(ok),
             (Route::ToolCall(call), _) => self.tool_call(request, call).await.map(ok),
             (Route::NaturalLanguage, _) => self
                 .natural_language(request, conversation.as_deref())
@@ -359,9 +361,17 @@ impl Agent {
                     .may_call_protocol(caller, &hash.to_string())
                     .await
             }
+            // A fix report may rebuild the handler: the caller negotiates, and only about a
+            // protocol it may call.
+            Route::Fix(Ok(report)) => {
+                caller.check(Action::Negotiate)?;
+                self.access()
+                    .may_call_protocol(caller, &report.hash.to_string())
+                    .await
+            }
             Route::ToolCall(Ok(call)) => caller.check(Action::Capability(call.name)),
             Route::NaturalLanguage => caller.check(Action::Talk),
-            Route::Application(Err(_)) | Route::ToolCall(Err(_)) => Ok(()),
+            Route::Application(Err(_)) | Route::ToolCall(Err(_)) | Route::Fix(Err(_)) => Ok(()),
         }
     }
 
@@ -547,6 +557,18 @@ impl Agent {
         Ok(Message::json(output))
     }
 
+    /// A run-time `fixErrorNegotiation`: the provider checks the reported answer again and fixes
+    /// its handler or says why not, in a control message.
+    async fn fix(
+        &self,
+        report: Result<FixReport, ApiError>,
+        caller: &Caller,
+    ) -> Result<Message, ApiError> {
+        let report = report?;
+        let answer = self.provider.fix_reported(&report, &caller.party()).await?;
+        Ok(answer.to_message(&report.hash))
+    }
+
     /// A tool call: capability `call.name` invoked with its arguments, as a handler's
     /// `host.call` and the reasoners invoke it. The reply is a short text naming the capability,
     /// then its result as a `structured`/`json` submessage labelled with the capability's name
@@ -704,11 +726,13 @@ fn audited(route: &Route<'_>) -> (&'static str, String) {
     match route {
         Route::Meta(_) => ("negotiate", "meta-protocol".to_owned()),
         Route::Application(Ok((hash, _))) => ("protocol.call", hash.to_string()),
+        Route::Fix(Ok(report)) => ("handler.fix", report.hash.to_string()),
         Route::ToolCall(Ok(call)) => ("capability.call", call.name.to_owned()),
         Route::NaturalLanguage => ("talk", "reasoner".to_owned()),
-        Route::Control | Route::Application(Err(_)) | Route::ToolCall(Err(_)) => {
-            ("message", "-".to_owned())
-        }
+        Route::Control
+        | Route::Application(Err(_))
+        | Route::ToolCall(Err(_))
+        | Route::Fix(Err(_)) => ("message", "-".to_owned()),
     }
 }
 

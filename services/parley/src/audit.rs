@@ -8,6 +8,7 @@
 //! | `negotiation.start` | the negotiation's id | `ok` | before the turn is answered |
 //! | `negotiation.end` | the negotiation's id | `accepted`, `rejected`, `failed`, `timeout` | before the turn is answered |
 //! | `handler.activate` | the protocol's hash | `ok` | before the turn is answered |
+//! | `handler.fix` | the protocol's hash | `accepted` (a new handler version is active), `rejected` | before the report is answered |
 //! | `authenticate` | the scheme (`bearer`, `jwt`, `mtls`, `did:wba`) | `failed` | before the refusal is answered |
 //! | what was refused (`negotiate`, `talk`, `capability.call`, `protocol.call`) | what it named | `refused` | before the refusal is answered |
 //! | `capability.call` | the capability's name | `ok`, or the failure's code | in batches |
@@ -215,6 +216,31 @@ impl Audit {
             "negotiation": negotiation.to_string(),
         });
         self.record(event(actor, "handler.activate", hash, "ok", Some(detail)))
+            .await;
+    }
+
+    /// A requester's run-time error report on protocol `hash` was answered: `fixed` names the
+    /// handler version that replaced `previous`, or none when the report was refused for
+    /// `reason`. Written before it returns.
+    pub async fn handler_fix(
+        &self,
+        actor: &Actor,
+        hash: &str,
+        previous: uuid::Uuid,
+        fixed: Option<uuid::Uuid>,
+        reason: &str,
+    ) {
+        let detail = json!({
+            "previous": previous.to_string(),
+            "handler": fixed.map(|id| id.to_string()),
+            "reason": clean(reason),
+        });
+        let outcome = if fixed.is_some() {
+            "accepted"
+        } else {
+            "rejected"
+        };
+        self.record(event(actor, "handler.fix", hash, outcome, Some(detail)))
             .await;
     }
 

@@ -2,8 +2,10 @@
 //!
 //! [`route`] decides, in this order, and the first match wins:
 //!
-//! 1. **Control** (`messagetype: control`): meta-protocol messages ([`Route::Meta`]) when it
-//!    carries any, else NLIP's own control exchange ([`Route::Control`], §6.3).
+//! 1. **Control** (`messagetype: control`): a run-time `fixErrorNegotiation` naming an active
+//!    protocol with a `protocol` token ([`Route::Fix`]), other meta-protocol messages
+//!    ([`Route::Meta`]) when it carries any, else NLIP's own control exchange
+//!    ([`Route::Control`], §6.3).
 //! 2. **Application message of a negotiated protocol**: a data message with a `protocol` token
 //!    ([`Route::Application`]), served by the protocol's handler, whatever its payload looks
 //!    like — a protocol whose requests happen to have a `name` and `arguments` stays a protocol.
@@ -25,6 +27,7 @@ use parley_nlip::{Content, Format, Message};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::negotiation::fix_report::FixReport;
 use crate::negotiation::nlip::{self, Inbound};
 
 /// Where one inbound message goes.
@@ -32,6 +35,9 @@ use crate::negotiation::nlip::{self, Inbound};
 pub enum Route<'a> {
     /// Meta-protocol messages (a control message), in order.
     Meta(Vec<Value>),
+    /// A run-time `fixErrorNegotiation` about an active protocol (see
+    /// `negotiation::fix_report`), or why it is not a usable one.
+    Fix(Result<FixReport, ApiError>),
     /// Any other control message: NLIP's own (§6.3).
     Control,
     /// An application message: its protocol and its payload, or why it is not a usable one.
@@ -53,6 +59,7 @@ pub struct ToolCall<'a> {
 pub fn route(message: &Message) -> Route<'_> {
     match nlip::classify(message) {
         Inbound::Meta(values) => Route::Meta(values),
+        Inbound::Fix(report) => Route::Fix(report),
         Inbound::Control => Route::Control,
         Inbound::Application(application) => Route::Application(application),
         Inbound::Other => match tool_call(message) {
@@ -122,6 +129,7 @@ mod tests {
     fn routed(message: &Message) -> &'static str {
         match route(message) {
             Route::Meta(_) => "meta",
+            Route::Fix(_) => "fix",
             Route::Control => "control",
             Route::Application(_) => "application",
             Route::ToolCall(Ok(_)) => "tool",
@@ -206,5 +214,22 @@ mod tests {
             "a".repeat(64),
         ));
         assert_eq!(routed(&application), "application");
+    }
+
+    #[test]
+    fn a_fix_report_is_one_only_when_it_names_a_protocol() {
+        let fix = parley_anp::MetaMessage::fix_error_negotiation(
+            "wrong",
+            parley_anp::MetaStatus::Negotiating,
+        );
+        let in_negotiation = nlip::wrap("fix", &[fix]);
+        assert_eq!(routed(&in_negotiation), "meta");
+        let report = crate::negotiation::fix_report::FixReport::new(
+            ProtocolHash::of("a protocol"),
+            json!({"productId": "P1"}),
+            None,
+            "wrong",
+        );
+        assert_eq!(routed(&report.to_message()), "fix");
     }
 }

@@ -71,7 +71,8 @@ impl Kind {
     /// The kind of work a routed message causes beyond being a message, if any.
     pub fn of_route(route: &Route<'_>) -> Option<Kind> {
         match route {
-            Route::Meta(_) => Some(Kind::Negotiations),
+            // A fix report may rebuild a handler: it costs what a negotiation costs.
+            Route::Meta(_) | Route::Fix(_) => Some(Kind::Negotiations),
             Route::NaturalLanguage => Some(Kind::ModelCalls),
             Route::Control | Route::Application(_) | Route::ToolCall(_) => None,
         }

@@ -3,9 +3,10 @@
 //! (`websocket`), what one address may hold and send (`per_address`), the seed-002 framing
 //! (`anp`, and Parley as its requester in `anp_requester`), the meta-protocol between two agents
 //! (`negotiation`; test cases the provider proposes in `provider_cases`, its questions about a
-//! proposal and their answers in `questions`), the bounded cost of a proposal (`bounded_work`),
-//! whose state is whose and how much of it there may be (`state_limits`), idle conversations
-//! expiring (`expiry`), tool calls
+//! proposal and their answers in `questions`), a requester's run-time error report fixing the
+//! provider's handler (`fix_error`), the bounded cost of a proposal (`bounded_work`), whose state
+//! is whose and how much of it there may be (`state_limits`), idle conversations expiring
+//! (`expiry`), tool calls
 //! routed to capabilities (`router`), storage faults under a running server
 //! (`storage_faults`), a database, model or capability endpoint failing and coming back
 //! (`faults`), the requester's choice of protocol or natural
@@ -36,6 +37,7 @@ mod bounded_work;
 mod did_wba;
 mod expiry;
 mod faults;
+mod fix_error;
 mod http;
 mod interop_python;
 mod mcp;

@@ -21,7 +21,7 @@ use crate::requester::store_of;
 use crate::support::{new_requester, product_protocol, request};
 
 /// The product protocol without its test cases section.
-fn without_test_cases() -> String {
+pub(crate) fn without_test_cases() -> String {
     let text = product_protocol();
     let cut = text.find("# Test Cases").expect("a test cases section");
     text[..cut].to_owned()

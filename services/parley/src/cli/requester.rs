@@ -194,6 +194,13 @@ pub(super) async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
                 };
                 note!("protocol {hash}: {how}");
             }
+            if let Some(fixed) = &called.fixed {
+                note!(
+                    "the provider's first answer broke the protocol ({}); reported, it fixed its handler ({}), and this is the fixed handler's answer",
+                    fixed.violation,
+                    fixed.provider
+                );
+            }
             out!(
                 "{}",
                 serde_json::to_string_pretty(&called.answer)

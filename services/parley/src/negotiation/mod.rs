@@ -13,6 +13,10 @@
 //! - The requester's loop, [`requester::Requester::negotiate_over`], drives its session over
 //!   any [`requester::MetaChannel`]: "send these meta messages, give me the peer's answer".
 //!
+//! After a negotiation, a requester whose answer broke the agreed protocol reports it with a
+//! run-time `fixErrorNegotiation` ([`fix_report`]), which the provider answers by fixing its
+//! handler or refusing ([`provider::Provider::fix_reported`]).
+//!
 //! Three framings carry it. [`nlip`] sorts inbound NLIP messages into meta-protocol,
 //! application and plain traffic, turns a `MetaTurn` into an NLIP control message, and is the
 //! requester's channel over NLIP. [`anp`] does the same for seed 002's frames on a WebSocket
@@ -24,6 +28,7 @@
 //! `server`; the provider and requester stay as they are.
 
 pub mod anp;
+pub mod fix_report;
 pub mod jsonrpc;
 pub mod nlip;
 pub mod provider;

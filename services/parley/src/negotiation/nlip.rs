@@ -22,6 +22,7 @@ use parley_anp::{MetaMessage, ProtocolHash};
 use parley_nlip::{Content, ErrorInfo, Format, Message, Submessage, TokenKind};
 use serde_json::Value;
 
+use super::fix_report::FixReport;
 use super::provider::MetaTurn;
 use super::requester::{MetaChannel, RequesterError};
 use crate::client::NlipClient;
@@ -37,6 +38,9 @@ pub const PROTOCOL_TOKEN: &str = "protocol";
 pub enum Inbound<'a> {
     /// Meta-protocol messages (a control message), in order.
     Meta(Vec<Value>),
+    /// A requester's run-time `fixErrorNegotiation` about an active protocol (a control
+    /// message naming it with a `protocol` token), or why it is not a usable one.
+    Fix(Result<FixReport, ApiError>),
     /// An application message: its protocol and its payload, or why it is not a usable one.
     Application(Result<(ProtocolHash, &'a Value), ApiError>),
     /// Any other control message: NLIP's own (§6.3).
@@ -49,6 +53,9 @@ pub enum Inbound<'a> {
 pub fn classify(message: &Message) -> Inbound<'_> {
     if message.is_control() {
         let meta = meta_values(message);
+        if let Some(report) = FixReport::read(message, &meta) {
+            return Inbound::Fix(report);
+        }
         return if meta.is_empty() {
             Inbound::Control
         } else {

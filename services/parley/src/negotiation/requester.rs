@@ -24,6 +24,7 @@ mod binding;
 mod cases;
 mod channel;
 mod counter;
+mod fix;
 mod question;
 mod request;
 
@@ -31,6 +32,7 @@ pub use binding::BindingRequester;
 pub use channel::MetaChannel;
 use channel::Recorded;
 pub use counter::judge_counter;
+pub use fix::Fixed;
 pub use request::{FallbackReason, ProtocolRef, Requested, ask_in_natural_language};
 
 use std::collections::VecDeque;
@@ -106,6 +108,15 @@ pub enum RequesterError {
     InvalidAnswer(String),
     #[error("the request does not follow the protocol, so it was not sent: {0}")]
     InvalidRequest(String),
+    /// The answer broke the protocol, the provider was told, and it kept its handler.
+    #[error(
+        "the peer's answer does not follow protocol {hash} ({violation}); the provider refused to fix its handler: {reason}"
+    )]
+    FixRefused {
+        hash: String,
+        violation: String,
+        reason: String,
+    },
 }
 
 /// How a negotiation ended.
@@ -568,7 +579,10 @@ impl Requester {
     /// refuses it as not this requester's (`forbidden`: agreed under another identity, such as
     /// another key on the same local store), and its text is stored locally, negotiates again
     /// and retries once. A provider that refuses the negotiation too leaves its first refusal as
-    /// the answer. The answer is checked against the protocol's response schema.
+    /// the answer. The answer is checked against the protocol's response schema; one that
+    /// breaks it is reported to the provider with a `fixErrorNegotiation` (module `fix`), and
+    /// when the provider fixed its handler the request goes once more
+    /// ([`Called::fixed`]); when it refuses, the call is [`RequesterError::FixRefused`].
     pub async fn call(
         &self,
         url: &str,
@@ -589,7 +603,7 @@ impl Requester {
         doc.validate_request(&request)
             .map_err(|v| RequesterError::InvalidRequest(v.to_string()))?;
         let mut client = NlipClient::connect_as(url, false, &self.tls, self.token.as_ref()).await?;
-        let message = application_message(hash, request);
+        let message = application_message(hash, request.clone());
         let mut renegotiated = None;
         let mut reply = client.send(&message).await?.message;
         if let Some(refused) = ErrorInfo::from_message(&reply)
@@ -615,22 +629,22 @@ impl Requester {
             renegotiated = Some(n);
             reply = client.send(&message).await?.message;
         }
-        if let Some(err) = ErrorInfo::from_message(&reply) {
-            return Err(RequesterError::Peer {
-                code: err.code,
-                message: err.message,
-            });
-        }
-        let answer = match (&reply.format, &reply.content) {
-            (parley_nlip::Format::Structured, parley_nlip::Content::Json(v)) => v.clone(),
-            _ => return Err(RequesterError::InvalidAnswer("not structured JSON".into())),
+        let (answer, reply, fixed) = match fix::check(&doc, &reply) {
+            fix::Checked::Answer(answer) => (answer, reply, None),
+            fix::Checked::Failed(e) => return Err(e),
+            fix::Checked::Wrong(wrong) => {
+                let context = (&message, &request);
+                let (answer, reply, fixed) = self
+                    .after_wrong_answer(&mut client, &doc, context, wrong)
+                    .await?;
+                (answer, reply, Some(fixed))
+            }
         };
-        doc.validate_response(&answer)
-            .map_err(|v| RequesterError::InvalidAnswer(v.to_string()))?;
         Ok(Called {
             answer,
             renegotiated,
             reply: Some(reply),
+            fixed,
         })
     }
 }
@@ -689,4 +703,7 @@ pub struct Called {
     /// The NLIP reply that carried the answer (none over seed 002's framing, which has no
     /// envelope).
     pub reply: Option<Message>,
+    /// Set when the first answer broke the protocol and the provider fixed its handler: the
+    /// answer is the fixed handler's.
+    pub fixed: Option<Fixed>,
 }

@@ -84,6 +84,15 @@ pub struct Provider {
 
 impl Provider {
     pub async fn start(dir: &Path, capabilities: PathBuf) -> Provider {
+        Provider::start_with(dir, capabilities, |_| {}).await
+    }
+
+    /// [`Provider::start`], with what `configure` changes in its settings.
+    pub async fn start_with(
+        dir: &Path,
+        capabilities: PathBuf,
+        configure: impl FnOnce(&mut Settings),
+    ) -> Provider {
         let mut settings = Settings {
             listen: "127.0.0.1:0".parse().expect("literal address"),
             upload_listen: "127.0.0.1:0".parse().expect("literal address"),
@@ -96,6 +105,7 @@ impl Provider {
         // The first negotiation compiles the sandbox's runtime; on a loaded CI machine that can
         // take longer than the default request time limit, which is not what these tests test.
         settings.limits.request_timeout_ms = 180_000;
+        configure(&mut settings);
         let bound = Bound::new(&settings).await.expect("the provider starts");
         let addr = bound.addr;
         let (stop, stopped) = oneshot::channel::<()>();

@@ -177,6 +177,19 @@ impl AnpLink {
             .map_err(|_| RequesterError::InvalidAnswer("natural language that is not UTF-8".into()))
     }
 
+    /// Whether the peer answered the hello: one that did not (AgentConnect) is sent bare JSON,
+    /// and nothing of the meta-protocol after the negotiation.
+    pub fn answered_hello(&self) -> bool {
+        !self.bare_application
+    }
+
+    /// Sends meta-protocol object `value` in a meta frame and returns the peer's next
+    /// meta-protocol message; `None` when none came within the reply limit.
+    pub async fn meta_exchange(&mut self, value: &Value) -> Result<Option<Value>, RequesterError> {
+        self.send(encode_json(ProtocolType::Meta, value)).await?;
+        self.next_meta(self.options.reply_timeout, false).await
+    }
+
     async fn send(&mut self, frame: Vec<u8>) -> Result<(), RequesterError> {
         self.socket
             .send(WsMessage::Binary(frame.into()))

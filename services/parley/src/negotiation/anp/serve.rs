@@ -5,7 +5,9 @@
 //!   one frame per turn, in a conversation the connection opens on its first meta frame (the
 //!   seed's framing has no conversations; the connection is one). Each meta-protocol message of
 //!   the turn leaves as a frame of its own. A rule the peer broke is answered with the turn's
-//!   messages (a `rejected` one among them) and then an error frame.
+//!   messages (a `rejected` one among them) and then an error frame. A run-time
+//!   `fixErrorNegotiation` about the connection's agreed protocol (one carrying a `request`,
+//!   `negotiation::fix_report`) goes to `Provider::fix_reported` instead.
 //! - **Application** frames name no protocol: they are served by the protocol agreed on this
 //!   connection, by a negotiation that ended agreed or by a hello that selected a protocol served
 //!   here (0-RTT). Answered in kind: bare JSON for bare JSON, a headed frame for a headed one.
@@ -32,6 +34,7 @@ use serde_json::{Value, json};
 use crate::access::Action;
 use crate::agent::Agent;
 use crate::error::ApiError;
+use crate::negotiation::fix_report::FixReport;
 use crate::peer::Caller;
 use parley_anp::frame::{Frame, ProtocolType, encode, encode_application, encode_json};
 
@@ -98,6 +101,11 @@ impl Connection {
             }
             Err(e) => return vec![error_frame(ProtocolType::Meta, "malformed_json", e)],
         };
+        if let Some(hash) = self.protocol
+            && FixReport::is_report(&value)
+        {
+            return vec![self.fix(hash, &value).await];
+        }
         if let Err(e) = self.caller.check(Action::Negotiate) {
             return vec![api_error_frame(ProtocolType::Meta, &e)];
         }
@@ -134,6 +142,32 @@ impl Connection {
             tracing::debug!(peer = %self.caller.addr, "meta frame needs no answer");
         }
         out
+    }
+
+    /// A run-time `fixErrorNegotiation` about the connection's protocol `hash`: checked as an
+    /// NLIP report is (the caller negotiates and may call the protocol), answered with the
+    /// provider's `fixErrorNegotiation` in a meta frame.
+    async fn fix(&self, hash: ProtocolHash, value: &Value) -> Vec<u8> {
+        let fail = |e: &ApiError| api_error_frame(ProtocolType::Meta, e);
+        let report = match FixReport::from_value(hash, value) {
+            Ok(report) => report,
+            Err(e) => return fail(&e),
+        };
+        if let Err(e) = self.caller.check(Action::Negotiate) {
+            return fail(&e);
+        }
+        let access = self.agent.access();
+        if let Err(e) = access
+            .may_call_protocol(&self.caller, &hash.to_string())
+            .await
+        {
+            return fail(&e);
+        }
+        let provider = self.agent.provider();
+        match Box::pin(provider.fix_reported(&report, &self.caller.party())).await {
+            Ok(answer) => encode_json(ProtocolType::Meta, &answer.to_meta().to_value()),
+            Err(e) => fail(&e),
+        }
     }
 
     async fn application(&mut self, frame: &Frame<'_>) -> Vec<u8> {

@@ -3,8 +3,7 @@
 
 use parley_anp::messages::NlMessageType;
 use parley_anp::{
-    FixVerdict, MetaMessage, NegotiationError, ProtocolHash, ProviderSession, SessionConfig, Step,
-    Verdict,
+    FixVerdict, MetaMessage, NegotiationError, ProtocolHash, ProviderSession, Step, Verdict,
 };
 use parley_reasoner::{Mapping, UsageMeter};
 use parley_store::{Direction, NewNegotiation, Role};
@@ -147,19 +146,7 @@ impl Provider {
             tracing::info!(negotiation = %record.id, peer, "negotiation started");
             let actor = Actor::current_or(peer);
             self.audit.negotiation_started(&actor, record.id, cid).await;
-            state.negotiation = Some(Negotiation {
-                negotiation_id: record.id,
-                session: ProviderSession::new(SessionConfig {
-                    max_rounds: self.limits.max_rounds,
-                }),
-                handler_id: None,
-                handler: None,
-                meter: UsageMeter::new(),
-                disputed: None,
-                proposed: None,
-                generated_cases: None,
-                questions: Default::default(),
-            });
+            state.negotiation = Some(Negotiation::begun(record.id, self.limits.max_rounds));
         }
         turn.peer_fixes_errors =
             state.peer_supports(parley_anp::messages::capability::FIX_ERROR_NEGOTIATION);

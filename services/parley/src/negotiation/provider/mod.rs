@@ -18,6 +18,9 @@
 //!   the negotiation's reasoning cost (model calls and tokens, settled after every message).
 //!   A negotiation's start (in `driver`), its end and a handler's activation are written to the
 //!   audit log before the turn is answered.
+//! - `fix`: a requester's run-time `fixErrorNegotiation` about an active protocol: the
+//!   reported request and the test cases run again, the handler rebuilt from the report and
+//!   activated as a new version of the same protocol, or the report refused with reasons.
 //! - `serve`: application messages, hash → handler → answer.
 //! - `usage`: per-peer usage counts and their flusher.
 
@@ -25,6 +28,7 @@ mod build;
 mod cases;
 mod compiled;
 mod driver;
+mod fix;
 mod hello;
 mod inquiry;
 mod outcome;

@@ -69,7 +69,7 @@ impl Provider {
     }
 
     /// The active protocol of `hash`, from memory or loaded from the store.
-    async fn active(&self, hash: &ProtocolHash) -> Result<ActiveProtocol, ApiError> {
+    pub(super) async fn active(&self, hash: &ProtocolHash) -> Result<ActiveProtocol, ApiError> {
         let loaded = self
             .cache
             .get(
@@ -102,7 +102,7 @@ const CHECK_IN_PLACE: usize = 2048;
 /// costs at most in proportion to the message; a large message is still checked on a blocking
 /// thread, so that the request's deadline, a timer on the request's task, answers the peer
 /// when it passes even while the check runs.
-async fn check(
+pub(super) async fn check(
     doc: &Arc<ProtocolDoc>,
     role: SchemaRole,
     value: &Value,

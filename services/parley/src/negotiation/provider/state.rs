@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use parley_anp::{ProtocolHash, ProviderSession, TestCase, VerificationReport};
+use parley_anp::{ProtocolHash, ProviderSession, SessionConfig, TestCase, VerificationReport};
 use parley_reasoner::{GeneratedHandler, UsageMeter};
 use parley_store::{Direction, Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -62,6 +62,24 @@ pub(super) struct Negotiation {
     /// The questions asked of the peer through `naturalLanguageNegotiation` (see `inquiry`).
     #[serde(default, skip_serializing_if = "Questions::is_empty")]
     pub questions: Questions,
+}
+
+impl Negotiation {
+    /// A negotiation that has just begun: a session of at most `max_rounds` rounds, nothing
+    /// built, asked or disputed yet.
+    pub fn begun(negotiation_id: Uuid, max_rounds: u32) -> Negotiation {
+        Negotiation {
+            negotiation_id,
+            session: ProviderSession::new(SessionConfig { max_rounds }),
+            handler_id: None,
+            handler: None,
+            meter: UsageMeter::new(),
+            proposed: None,
+            disputed: None,
+            generated_cases: None,
+            questions: Questions::default(),
+        }
+    }
 }
 
 /// A handler the peer's expectations dispute, with the verification that showed it.

@@ -10,6 +10,7 @@ use parley_anp::{ProtocolDoc, ProtocolHash};
 use parley_nlip::Message;
 use serde_json::Value;
 
+use super::fix::answer_over_anp;
 use super::request::{fallback_reason, natural_language_request};
 use super::{
     Called, FallbackReason, Negotiated, Outcome, Progress, ProtocolRef, Requested, Requester,
@@ -46,11 +47,12 @@ impl Requester {
                 });
             }
         };
-        let answer = answer_over(&mut link, &doc, &request).await?;
+        let (answer, fixed) = answer_over_anp(&mut link, &doc, &request).await?;
         Ok(Called {
             answer,
             renegotiated,
             reply: None,
+            fixed,
         })
     }
 
@@ -80,7 +82,7 @@ impl Requester {
                 Outcome::Agreed | Outcome::ZeroRtt => {
                     // The provider may have agreed a counter-proposal: its answers follow that.
                     let (hash, doc) = self.agreed_doc(n.hash, hash, doc).await?;
-                    let answer = answer_over(&mut link, &doc, &request).await?;
+                    let (answer, fixed) = answer_over_anp(&mut link, &doc, &request).await?;
                     let fresh = n.outcome == Outcome::Agreed;
                     // Negotiating what this requester had agreed with the peer already is a
                     // renegotiation; a hello that finds it known is no news then.
@@ -93,6 +95,7 @@ impl Requester {
                         answer,
                         renegotiated,
                         reply: None,
+                        fixed,
                     };
                     return Ok(Requested::Protocol {
                         hash,
@@ -142,16 +145,4 @@ impl Requester {
         let all = parley_anp::messages::capability::ALL.map(str::to_owned);
         self.negotiate_over(link, peer, text, &all, progress).await
     }
-}
-
-/// The provider's answer to `request`, checked against the protocol's response schema.
-async fn answer_over(
-    link: &mut AnpLink,
-    doc: &ProtocolDoc,
-    request: &Value,
-) -> Result<Value, RequesterError> {
-    let answer = link.application(request).await?;
-    doc.validate_response(&answer)
-        .map_err(|v| RequesterError::InvalidAnswer(v.to_string()))?;
-    Ok(answer)
 }
