@@ -49,19 +49,7 @@ impl Faulty {
 }
 
 async fn faulty_provider(dir: &std::path::Path) -> Faulty {
-    let doc = parley_anp::ProtocolDoc::parse(product_protocol()).expect("doc");
-    let capabilities =
-        parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
-            .await
-            .expect("capabilities");
-    let right = parley_reasoner::BuiltinProtocolReasoner
-        .generate_sync(
-            &doc,
-            &parley_reasoner::DeclaredCapability::all(&capabilities),
-            None,
-        )
-        .expect("built-in handler")
-        .source;
+    let right = crate::support::builtin_handler().await.source;
     assert!(right.contains("function handle(request)"), "{right}");
     let faulty = format!(
         "{}\nfunction handle(request) {{\n  if (request.productId === '{BROKEN_FOR}') {{\n    \

@@ -443,18 +443,7 @@ async fn a_deliberately_wrong_first_handler_is_fixed_from_its_verification_failu
     use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
     let _turn = MODEL.lock().await;
     let text = product_protocol();
-    let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
-    let capabilities =
-        parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
-            .await
-            .expect("capabilities");
-    let right = parley_reasoner::BuiltinProtocolReasoner
-        .generate_sync(
-            &doc,
-            &parley_reasoner::DeclaredCapability::all(&capabilities),
-            None,
-        )
-        .expect("built-in handler");
+    let right = crate::support::builtin_handler().await;
     let wrong = "function handle(r) { return { messageId: r.messageId, type: 'RESPONSE', status: { code: 500, message: 'broken' }, productInfo: null }; }";
 
     let model = ScriptedOpenAi::start().await;

@@ -39,19 +39,7 @@ fn accept() -> ScriptedReply {
 
 /// The provider model's handler: the one the built-in reasoner writes for the protocol.
 async fn handler() -> ScriptedReply {
-    let doc = parley_anp::ProtocolDoc::parse(product_protocol()).expect("doc");
-    let capabilities =
-        parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
-            .await
-            .expect("capabilities");
-    let source = parley_reasoner::BuiltinProtocolReasoner
-        .generate_sync(
-            &doc,
-            &parley_reasoner::DeclaredCapability::all(&capabilities),
-            None,
-        )
-        .expect("built-in handler")
-        .source;
+    let source = crate::support::builtin_handler().await.source;
     ScriptedReply::text(json!({"source": source, "grants": ["getProductInfo"]}).to_string())
 }
 

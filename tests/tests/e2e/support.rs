@@ -18,6 +18,23 @@ pub fn product_protocol() -> String {
         .expect("example protocol")
 }
 
+/// The handler the built-in reasoner writes for the product protocol over the example
+/// capabilities: a correct handler, for a scripted model to answer with.
+pub async fn builtin_handler() -> parley_reasoner::GeneratedHandler {
+    let doc = parley_anp::ProtocolDoc::parse(product_protocol()).expect("doc");
+    let capabilities =
+        parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
+            .await
+            .expect("capabilities");
+    parley_reasoner::BuiltinProtocolReasoner
+        .generate_sync(
+            &doc,
+            &parley_reasoner::DeclaredCapability::all(&capabilities),
+            None,
+        )
+        .expect("built-in handler")
+}
+
 /// A `getProductInfo` request of the product protocol.
 pub fn request(id: &str, product: &str) -> Value {
     json!({"messageId": id, "type": "REQUEST", "action": "getProductInfo", "productId": product})

@@ -12,7 +12,6 @@ use parley::config::{ProtocolBackend, ReasonerKind, Settings};
 use parley::negotiation::requester::{Outcome, Requester};
 use parley_nlip::{Format, Message, Submessage};
 use parley_reasoner::testing::{ScriptedOpenAi, ScriptedReply};
-use parley_reasoner::{BuiltinProtocolReasoner, DeclaredCapability};
 use parley_store::{ModelUsage, ModelUsageOwner, NegotiationStatus};
 use parley_tests::{TestApp, post_json, test_settings};
 use serde_json::json;
@@ -152,18 +151,8 @@ async fn a_natural_language_answer_s_tokens_reach_the_metrics_and_its_conversati
 /// The product protocol negotiated with the model for every decision (evaluate, then generate
 /// the handler), then called through the agreed protocol: what the store and the metrics say.
 async fn negotiation_cost(settings: Settings, model: &ScriptedOpenAi) {
-    let text = std::fs::read_to_string(
-        parley_tests::repo_root().join("examples/protocols/product-info.md"),
-    )
-    .expect("example protocol");
-    let doc = parley_anp::ProtocolDoc::parse(text.clone()).expect("doc");
-    let capabilities =
-        parley::startup::load_capabilities(Some(&parley_tests::example_capabilities()))
-            .await
-            .expect("capabilities");
-    let handler = BuiltinProtocolReasoner
-        .generate_sync(&doc, &DeclaredCapability::all(&capabilities), None)
-        .expect("built-in handler");
+    let text = crate::support::product_protocol();
+    let handler = crate::support::builtin_handler().await;
     model.push(
         ScriptedReply::text(
             json!({"decision": "accept", "reason": "getProductInfo serves it", "capability": "getProductInfo"})
