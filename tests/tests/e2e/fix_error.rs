@@ -10,7 +10,9 @@ use std::sync::Arc;
 use parley::config::{ProtocolBackend, ReasonerKind, Settings};
 use parley::negotiation::anp::AnpOptions;
 use parley::negotiation::fix_report::{FixAnswer, FixReport};
+use parley::negotiation::nlip::application_message;
 use parley::negotiation::requester::{Outcome, Requester, RequesterError, Wire};
+use parley::negotiation::runner::ProtocolCache;
 use parley_anp::ProtocolHash;
 use parley_auth::{Grants, Scope};
 use parley_nlip::{ErrorInfo, Message};
@@ -20,7 +22,9 @@ use parley_tests::{TestApp, test_settings};
 use serde_json::json;
 
 use crate::provider_cases::without_test_cases;
-use crate::support::{MODEL, OTHER, client_from, new_requester, product_protocol, request};
+use crate::support::{
+    MODEL, OTHER, client_from, new_requester, post_coded, product_protocol, request,
+};
 
 /// The product the faulty handler answers outside the protocol (it is in the catalogue, and in
 /// none of the protocol's test cases).
@@ -192,6 +196,56 @@ async fn an_answer_out_of_schema_is_reported_and_the_fixed_handler_answers() {
     assert!(again.fixed.is_none());
     assert_eq!(again.answer["status"]["code"], 200);
     assert_eq!(model.requests().len(), 3);
+    provider.stop().await;
+}
+
+#[tokio::test]
+async fn another_instance_on_the_same_database_serves_the_fixed_handler() {
+    let _turn = MODEL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let faulty = faulty_provider(dir.path()).await;
+    faulty.fix_with(&faulty.right);
+    let Faulty {
+        provider, settings, ..
+    } = faulty;
+    // A second instance of the same agent: its own listener, the same database.
+    let second = TestApp::spawn(&settings).await;
+    let requester_dir = tempfile::tempdir().expect("tempdir");
+    let requester = new_requester(requester_dir.path()).await;
+    let negotiated = requester
+        .negotiate(&provider.url(), &product_protocol(), |_| {})
+        .await
+        .expect("negotiate");
+    assert_eq!(negotiated.outcome, Outcome::Agreed);
+    let broken = parley_nlip::to_json_value(&application_message(
+        &negotiated.hash,
+        request("b-1", BROKEN_FOR),
+    ));
+    let (_, reply, code) = post_coded(&second, &broken).await;
+    assert_eq!(
+        code, "invalid_response",
+        "the faulty handler serves there: {reply}"
+    );
+
+    // The first instance fixes its handler; the second, once its cached copy is due for a look
+    // at the store, serves the new version.
+    let called = requester
+        .call(
+            &provider.url(),
+            &negotiated.hash,
+            request("m-1", BROKEN_FOR),
+        )
+        .await
+        .expect("answered by the fixed handler");
+    assert!(called.fixed.is_some());
+    tokio::time::sleep(ProtocolCache::REVALIDATE_AFTER).await;
+    let (status, reply, code) = post_coded(&second, &broken).await;
+    assert_eq!((status, code.as_str()), (200, ""), "{reply}");
+    assert!(
+        reply.to_string().contains(BROKEN_FOR),
+        "answered by the fixed handler: {reply}"
+    );
+    second.stop().await;
     provider.stop().await;
 }
 

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use parley_anp::verify::verify_cases;
@@ -16,6 +17,7 @@ use parley_sandbox::{
 };
 use parley_store::Store;
 use serde_json::Value;
+use uuid::Uuid;
 
 use crate::host::CapabilityBridge;
 
@@ -195,9 +197,24 @@ pub struct ActiveProtocol {
 
 /// Active handlers by protocol hash. Misses load from the store (any instance on the same
 /// database sees the same protocols) and publish from the artifact cache.
+///
+/// Another instance on the same database may replace a protocol's handler (a run-time fix
+/// activates a new version under the same hash) or retire it. So an entry serves without a look
+/// at the store for at most [`ProtocolCache::REVALIDATE_AFTER`]; the first request after that
+/// asks the store which handler is active (one indexed read per protocol per interval, on no
+/// request's path otherwise) and keeps, replaces or drops the entry.
 #[derive(Debug, Default)]
 pub struct ProtocolCache {
-    active: RwLock<HashMap<ProtocolHash, ActiveProtocol>>,
+    active: RwLock<HashMap<ProtocolHash, Cached>>,
+}
+
+/// One cached protocol: what serves it, which stored handler that is, and when the store last
+/// confirmed it.
+#[derive(Debug, Clone)]
+struct Cached {
+    active: ActiveProtocol,
+    handler_id: Uuid,
+    confirmed: Instant,
 }
 
 /// Why an active protocol could not be loaded.
@@ -214,6 +231,10 @@ pub enum ProtocolLoadError {
 }
 
 impl ProtocolCache {
+    /// How long a cached protocol serves before the store is asked whether its handler is still
+    /// the active one.
+    pub const REVALIDATE_AFTER: Duration = Duration::from_secs(1);
+
     /// The active protocol for `hash`, and whether it came from memory. A handler loaded from
     /// the store serves in its compiled form when it has one and `compiled` allows it.
     pub async fn get(
@@ -223,19 +244,30 @@ impl ProtocolCache {
         sandbox: &Arc<Sandbox>,
         compiled: bool,
     ) -> Result<(ActiveProtocol, bool), ProtocolLoadError> {
-        if let Some(p) = self
+        let cached = self
             .active
             .read()
             .expect("protocol cache lock is never poisoned")
             .get(hash)
+            .cloned();
+        if let Some(cached) = &cached
+            && cached.confirmed.elapsed() < Self::REVALIDATE_AFTER
         {
-            return Ok((p.clone(), true));
+            return Ok((cached.active.clone(), true));
         }
         let hex = hash.to_string();
-        let handler = store
-            .active_handler(&hex)
-            .await?
-            .ok_or(ProtocolLoadError::Unknown)?;
+        let Some(handler) = store.active_handler(&hex).await? else {
+            if cached.is_some() {
+                self.remove(hash);
+            }
+            return Err(ProtocolLoadError::Unknown);
+        };
+        if let Some(cached) = cached
+            && cached.handler_id == handler.id
+        {
+            self.confirm(hash, handler.id);
+            return Ok((cached.active, true));
+        }
         let protocol = store
             .get_protocol(&hex)
             .await?
@@ -248,14 +280,41 @@ impl ProtocolCache {
             handler: publish_serving(sandbox, &handler.source, serving).await?,
             grants: handler.capabilities.iter().cloned().collect(),
         };
-        self.insert(*hash, active.clone());
+        self.insert(*hash, handler.id, active.clone());
         Ok((active, false))
     }
 
-    pub fn insert(&self, hash: ProtocolHash, active: ActiveProtocol) {
+    /// `active` serves `hash` from now on: the stored handler `handler_id`, just activated.
+    pub fn insert(&self, hash: ProtocolHash, handler_id: Uuid, active: ActiveProtocol) {
+        let cached = Cached {
+            active,
+            handler_id,
+            confirmed: Instant::now(),
+        };
         self.active
             .write()
             .expect("protocol cache lock is never poisoned")
-            .insert(hash, active);
+            .insert(hash, cached);
+    }
+
+    /// The store confirmed that `handler_id` still serves `hash` (when the entry is still that
+    /// handler's: another request may have replaced it meanwhile).
+    fn confirm(&self, hash: &ProtocolHash, handler_id: Uuid) {
+        let mut active = self
+            .active
+            .write()
+            .expect("protocol cache lock is never poisoned");
+        if let Some(cached) = active.get_mut(hash)
+            && cached.handler_id == handler_id
+        {
+            cached.confirmed = Instant::now();
+        }
+    }
+
+    fn remove(&self, hash: &ProtocolHash) {
+        self.active
+            .write()
+            .expect("protocol cache lock is never poisoned")
+            .remove(hash);
     }
 }

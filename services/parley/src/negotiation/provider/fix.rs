@@ -144,6 +144,7 @@ impl Provider {
         .map_err(ApiError::internal)?;
         self.cache.insert(
             report.hash,
+            id,
             ActiveProtocol {
                 doc: Arc::clone(&active.doc),
                 handler,

@@ -80,6 +80,7 @@ impl Provider {
         .map_err(ApiError::internal)?;
         self.cache.insert(
             *hash,
+            id,
             ActiveProtocol {
                 doc: Arc::new(doc),
                 handler,
