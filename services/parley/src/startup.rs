@@ -148,21 +148,25 @@ pub fn build_protocol_reasoner(
     settings: &Settings,
 ) -> Result<Arc<dyn ProtocolReasoner>, StartupError> {
     let config = reasoner_config(settings);
-    let model = || -> Result<Arc<dyn ProtocolReasoner>, StartupError> {
-        match &config {
-            ReasonerConfig::OpenAi(openai) => Ok(Arc::new(
-                OpenAiProtocolReasoner::new(openai.clone())
-                    .map_err(StartupError::ProtocolReasoner)?,
-            )),
-            ReasonerConfig::Builtin => Err(StartupError::BackendNeedsModel),
-        }
-    };
+    let model = || model_protocol_reasoner(&config)?.ok_or(StartupError::BackendNeedsModel);
     Ok(match settings.negotiation.backend {
         ProtocolBackend::Builtin => Arc::new(BuiltinProtocolReasoner),
         ProtocolBackend::Openai => model()?,
         ProtocolBackend::Hybrid => Arc::new(HybridProtocolReasoner::new(model()?)),
         ProtocolBackend::Auto => parley_reasoner::build_protocol_reasoner(&config)
             .map_err(StartupError::ProtocolReasoner)?,
+    })
+}
+
+/// The protocol reasoner over the configured model; `None` without one.
+fn model_protocol_reasoner(
+    config: &ReasonerConfig,
+) -> Result<Option<Arc<dyn ProtocolReasoner>>, StartupError> {
+    Ok(match config {
+        ReasonerConfig::OpenAi(openai) => Some(Arc::new(
+            OpenAiProtocolReasoner::new(openai.clone()).map_err(StartupError::ProtocolReasoner)?,
+        )),
+        ReasonerConfig::Builtin => None,
     })
 }
 
@@ -506,12 +510,7 @@ fn connect_agents(
             message: e.to_string(),
         })?;
     // A provider's questions are answered by the configured model, if any.
-    let answerer: Option<Arc<dyn ProtocolReasoner>> = match reasoner_config(settings) {
-        ReasonerConfig::OpenAi(openai) => Some(Arc::new(
-            OpenAiProtocolReasoner::new(openai).map_err(StartupError::ProtocolReasoner)?,
-        )),
-        ReasonerConfig::Builtin => None,
-    };
+    let answerer = model_protocol_reasoner(&reasoner_config(settings))?;
     let requester = Requester {
         max_rounds: settings.negotiation.max_rounds,
         tls,

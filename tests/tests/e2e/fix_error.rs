@@ -23,7 +23,8 @@ use serde_json::json;
 
 use crate::provider_cases::without_test_cases;
 use crate::support::{
-    MODEL, OTHER, client_from, new_requester, post_coded, product_protocol, request,
+    MODEL, OTHER, client_from, negotiated_product, new_requester, post_coded, product_protocol,
+    request,
 };
 
 /// The product the faulty handler answers outside the protocol (it is in the catalogue, and in
@@ -130,11 +131,7 @@ async fn an_answer_out_of_schema_is_reported_and_the_fixed_handler_answers() {
         ..
     } = faulty;
     let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&provider.url(), &product_protocol(), |_| {})
-        .await
-        .expect("negotiate");
+    let (requester, negotiated) = negotiated_product(requester_dir.path(), &provider.url()).await;
     assert_eq!(
         negotiated.outcome,
         Outcome::Agreed,
@@ -211,11 +208,7 @@ async fn another_instance_on_the_same_database_serves_the_fixed_handler() {
     // A second instance of the same agent: its own listener, the same database.
     let second = TestApp::spawn(&settings).await;
     let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&provider.url(), &product_protocol(), |_| {})
-        .await
-        .expect("negotiate");
+    let (requester, negotiated) = negotiated_product(requester_dir.path(), &provider.url()).await;
     assert_eq!(negotiated.outcome, Outcome::Agreed);
     let broken = parley_nlip::to_json_value(&application_message(
         &negotiated.hash,
@@ -255,11 +248,7 @@ async fn a_report_on_an_answer_that_follows_the_protocol_is_refused_with_reasons
     let settings = test_settings(dir.path());
     let provider = TestApp::spawn(&settings).await;
     let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&provider.url(), &product_protocol(), |_| {})
-        .await
-        .expect("negotiate");
+    let (requester, negotiated) = negotiated_product(requester_dir.path(), &provider.url()).await;
     assert_eq!(negotiated.outcome, Outcome::Agreed);
     let store = store_of(&settings).await;
     let before = active(&store, &negotiated.hash).await.id;
@@ -419,11 +408,7 @@ async fn a_peer_that_may_not_call_the_protocol_cannot_make_it_rebuild() {
         ..
     } = faulty;
     let requester_dir = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(requester_dir.path()).await;
-    let negotiated = requester
-        .negotiate(&provider.url(), &product_protocol(), |_| {})
-        .await
-        .expect("negotiate");
+    let (_, negotiated) = negotiated_product(requester_dir.path(), &provider.url()).await;
     assert_eq!(negotiated.outcome, Outcome::Agreed);
     let store = store_of(&settings).await;
     let before = active(&store, &negotiated.hash).await.id;

@@ -17,7 +17,7 @@ use parley_tests::{TestApp, test_settings};
 use serde_json::{Value, json};
 
 use crate::requester::store_of;
-use crate::support::{MODEL, new_requester, product_protocol, request};
+use crate::support::{MODEL, negotiated_product, new_requester, product_protocol, request};
 
 const QUESTION: &str = "Is productId the catalogue's own product id?";
 
@@ -241,12 +241,7 @@ async fn a_model_that_keeps_asking_must_decide_after_the_question_limit() {
     settings.negotiation.max_questions = 2;
     let provider = TestApp::spawn(&settings).await;
     let local = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(local.path()).await;
-
-    let negotiated = requester
-        .negotiate(&provider.url(), &product_protocol(), |_| {})
-        .await
-        .expect("negotiation runs");
+    let (_, negotiated) = negotiated_product(local.path(), &provider.url()).await;
     let Outcome::Rejected { code, reason } = &negotiated.outcome else {
         panic!("no agreement without a decision: {:?}", negotiated.outcome);
     };
@@ -276,12 +271,7 @@ async fn questions_count_as_rounds() {
     settings.negotiation.max_rounds = 2;
     let provider = TestApp::spawn(&settings).await;
     let local = tempfile::tempdir().expect("tempdir");
-    let requester = new_requester(local.path()).await;
-
-    let negotiated = requester
-        .negotiate(&provider.url(), &product_protocol(), |_| {})
-        .await
-        .expect("negotiation runs");
+    let (_, negotiated) = negotiated_product(local.path(), &provider.url()).await;
     assert!(
         matches!(&negotiated.outcome, Outcome::Rejected { code, .. } if code == "peer_rejected"),
         "{:?}",

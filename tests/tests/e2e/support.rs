@@ -49,6 +49,20 @@ pub async fn new_requester(dir: &Path) -> Requester {
     Requester::new(store)
 }
 
+/// A new requester (its store in `dir`) that negotiated the product protocol with the agent at
+/// `url`, and how that ended.
+pub async fn negotiated_product(
+    dir: &Path,
+    url: &str,
+) -> (Requester, parley::negotiation::requester::Negotiated) {
+    let requester = new_requester(dir).await;
+    let negotiated = requester
+        .negotiate(url, &product_protocol(), |_| {})
+        .await
+        .expect("the negotiation runs");
+    (requester, negotiated)
+}
+
 /// A second loopback address: a peer other than the tests' usual 127.0.0.1.
 pub const OTHER: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
 

@@ -22,10 +22,10 @@
 
 use parley_anp::messages::MetaStatus;
 use parley_anp::{MetaMessage, ProtocolHash};
-use parley_nlip::{Content, Format, Message, Submessage};
+use parley_nlip::Message;
 use serde_json::Value;
 
-use super::nlip::{ANP_LABEL, PROTOCOL_TOKEN, meta_values, protocol_of, wrap};
+use super::nlip::{meta_values, protocol_of, protocol_token, wrap, wrap_values};
 use crate::error::ApiError;
 
 /// The field of a run-time `fixErrorNegotiation` that holds the reported request.
@@ -89,13 +89,7 @@ impl FixReport {
             "An answer of protocol {} does not follow the protocol; please check the handler.",
             self.hash
         );
-        let mut message = Message::text(parley_nlip::DEFAULT_LANGUAGE, summary).into_control();
-        message.submessages.push(
-            Submessage::new(Format::Structured, "json", Content::Json(self.to_value()))
-                .with_label(ANP_LABEL),
-        );
-        message.submessages.push(protocol_token(&self.hash));
-        message
+        wrap_values(summary, [self.to_value()]).with_submessage(protocol_token(&self.hash))
     }
 
     /// The report `message` carries, when it is one: a control message with a `protocol` token
@@ -202,10 +196,6 @@ impl FixAnswer {
             MetaStatus::Negotiating | MetaStatus::Timeout => None,
         }
     }
-}
-
-fn protocol_token(hash: &ProtocolHash) -> Submessage {
-    Submessage::new(Format::Token, PROTOCOL_TOKEN, hash.to_string())
 }
 
 #[cfg(test)]

@@ -112,11 +112,15 @@ pub fn meta_values(message: &Message) -> Vec<Value> {
 
 /// A control message carrying meta-protocol messages.
 pub fn wrap(summary: impl Into<String>, messages: &[MetaMessage]) -> Message {
+    wrap_values(summary, messages.iter().map(MetaMessage::to_value))
+}
+
+/// [`wrap`] for meta-protocol objects already in JSON (carrying fields of Parley's own).
+pub fn wrap_values(summary: impl Into<String>, values: impl IntoIterator<Item = Value>) -> Message {
     let mut m = Message::text(parley_nlip::DEFAULT_LANGUAGE, summary).into_control();
-    for meta in messages {
+    for value in values {
         m.submessages.push(
-            Submessage::new(Format::Structured, "json", Content::Json(meta.to_value()))
-                .with_label(ANP_LABEL),
+            Submessage::new(Format::Structured, "json", Content::Json(value)).with_label(ANP_LABEL),
         );
     }
     m
@@ -149,11 +153,12 @@ pub fn protocol_of(message: &Message) -> Option<Result<ProtocolHash, String>> {
 
 /// An application message for protocol `hash`.
 pub fn application_message(hash: &ProtocolHash, payload: Value) -> Message {
-    Message::json(payload).with_submessage(Submessage::new(
-        Format::Token,
-        PROTOCOL_TOKEN,
-        hash.to_string(),
-    ))
+    Message::json(payload).with_submessage(protocol_token(hash))
+}
+
+/// The `protocol` token that names protocol `hash` on a message.
+pub fn protocol_token(hash: &ProtocolHash) -> Submessage {
+    Submessage::new(Format::Token, PROTOCOL_TOKEN, hash.to_string())
 }
 
 /// The requester's meta-protocol channel over NLIP: one NLIP conversation with the provider,

@@ -29,6 +29,7 @@
 use parley_anp::messages::capability::TEST_CASES_NEGOTIATION;
 use parley_anp::{ProtocolDoc, Step, TestCase, VerificationReport, parse_test_cases};
 use parley_reasoner::BuiltinProtocolReasoner;
+use parley_store::HandlerRecord;
 use serde_json::Value;
 
 use super::Provider;
@@ -79,14 +80,14 @@ impl Cases {
 
     /// The verification record kept with the handler: the report and, for cases the document
     /// does not hold, the cases themselves (`testCases`), so that what the handler was verified
-    /// against can be read back.
+    /// against can be read back ([`verified_cases`]).
     pub fn record(&self, report: &VerificationReport) -> Value {
         let mut record = serde_json::to_value(report).unwrap_or(Value::Null);
         if self.origin != Origin::Document
             && let Some(fields) = record.as_object_mut()
         {
             let cases = serde_json::to_value(&self.list).unwrap_or(Value::Null);
-            fields.insert("testCases".into(), cases);
+            fields.insert(RECORDED_CASES.into(), cases);
             fields.insert("testCasesOrigin".into(), self.origin.name().into());
         }
         record
@@ -96,6 +97,24 @@ impl Cases {
     pub fn to_propose(&self) -> Option<Vec<TestCase>> {
         (self.origin == Origin::Generated).then(|| self.list.clone())
     }
+}
+
+/// Where a verification record keeps the cases the document does not hold.
+const RECORDED_CASES: &str = "testCases";
+
+/// The test cases handler `record` of `doc`'s protocol was verified against: the document's
+/// own, or those its verification record keeps ([`Cases::record`]: agreed with the peer, or
+/// written by the provider for a document without any).
+pub(super) fn verified_cases(doc: &ProtocolDoc, record: &HandlerRecord) -> Vec<TestCase> {
+    if !doc.test_cases().is_empty() {
+        return doc.test_cases().to_vec();
+    }
+    record
+        .verification
+        .as_ref()
+        .and_then(|v| v.get(RECORDED_CASES))
+        .and_then(|cases| serde_json::from_value(cases.clone()).ok())
+        .unwrap_or_default()
 }
 
 impl Origin {

@@ -30,6 +30,7 @@ use uuid::Uuid;
 
 use super::Provider;
 use super::build::{Built, Source};
+use super::cases::verified_cases;
 use super::serve::check;
 use super::state::Negotiation;
 use crate::audit::Actor;
@@ -262,21 +263,6 @@ impl Provider {
             Err(e) => Some(format!("it does not load: {}: {e}", e.code())),
         }
     }
-}
-
-/// The test cases handler `record` of `doc`'s protocol was verified against: the document's
-/// own, or those its verification record keeps (`testCases`: agreed with the peer, or written by
-/// the provider for a document without any; see `cases`).
-fn verified_cases(doc: &ProtocolDoc, record: &HandlerRecord) -> Vec<TestCase> {
-    if !doc.test_cases().is_empty() {
-        return doc.test_cases().to_vec();
-    }
-    record
-        .verification
-        .as_ref()
-        .and_then(|v| v.get("testCases"))
-        .and_then(|cases| serde_json::from_value(cases.clone()).ok())
-        .unwrap_or_default()
 }
 
 /// What checking a report again showed.
